@@ -1,0 +1,36 @@
+import type { Compilable, CompiledQuery, Kysely } from 'kysely';
+import type { Schema } from './schema.ts';
+
+/** A Kysely query builder or an already compiled query. */
+export type Statement = Compilable | CompiledQuery;
+
+export function compile(q: Statement): CompiledQuery {
+  return 'compile' in q ? q.compile() : q;
+}
+
+/** What one statement of a batch produced. */
+export interface BatchResult {
+  rows: Record<string, unknown>[];
+  changes: number;
+}
+
+/**
+ * The database as services see it. Shared code never opens an interactive transaction
+ * (D1 has none): a write that must be atomic is one statement, or one `batch`.
+ */
+export interface Db {
+  readonly kysely: Kysely<Schema>;
+  readonly dialect: 'sqlite' | 'd1' | 'postgres';
+  /** Runs the statements atomically, in order: all of them or none. */
+  batch(queries: readonly Statement[]): Promise<BatchResult[]>;
+  close(): Promise<void>;
+}
+
+/** Unix epoch milliseconds: the one time format of every table. */
+export const now = (): number => Date.now();
+
+/** True when an error is a UNIQUE / PRIMARY KEY violation, on every dialect. */
+export function isUniqueViolation(e: unknown): boolean {
+  const msg = String((e as { message?: unknown })?.message ?? e);
+  return /UNIQUE constraint failed|SQLITE_CONSTRAINT_(PRIMARYKEY|UNIQUE)|duplicate key value/i.test(msg);
+}

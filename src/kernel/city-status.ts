@@ -1,0 +1,31 @@
+// City status on the hot path comes from memory: pause/activate/remove update this process
+// at once; other processes or isolates see a change within ttlMs.
+import type { Db } from '../db/database.ts';
+
+export type CityStatus = 'active' | 'paused' | 'removed';
+
+export class CityStatusCache {
+  readonly db: Db;
+  readonly ttlMs: number;
+  #cache = new Map<string, { status: CityStatus | null; at: number }>();
+
+  constructor(db: Db, ttlMs = 3000) {
+    this.db = db;
+    this.ttlMs = ttlMs;
+  }
+
+  /** The status of a city, or null when no such city was ever created. */
+  async get(cityId: string): Promise<CityStatus | null> {
+    const hit = this.#cache.get(cityId);
+    if (hit && Date.now() - hit.at < this.ttlMs) return hit.status;
+    const row = await this.db.kysely.selectFrom('cities').select('status').where('city_id', '=', cityId).executeTakeFirst();
+    const status = row?.status ?? null;
+    this.set(cityId, status);
+    return status;
+  }
+
+  set(cityId: string, status: CityStatus | null): void {
+    if (this.#cache.size > 50_000) this.#cache.clear();
+    this.#cache.set(cityId, { status, at: Date.now() });
+  }
+}

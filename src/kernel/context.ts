@@ -1,0 +1,39 @@
+// What services get from the kernel. The kernel knows no service by name: services that
+// need each other go through capabilities (`provide`/`use`) and hooks.
+import type { Db } from '../db/database.ts';
+import type { CityStatusCache } from './city-status.ts';
+import type { JobQueue } from './jobs.ts';
+import type { Logger } from './log.ts';
+import type { RuntimeEnv } from './runtime-env.ts';
+import type { ServiceDef } from './service.ts';
+import type { BlobStore } from './storage.ts';
+import type { KeyRing } from './tokens.ts';
+
+export interface GatewayConfig {
+  name: string;
+  version: string;
+  /** Credential-free local login (LOCAL_LOGIN); false in the container deployment. */
+  localLogin: boolean;
+  /** Request body limit in bytes when an action sets none. */
+  maxBodyBytes: number;
+}
+
+export interface GatewayContext {
+  readonly db: Db;
+  readonly env: RuntimeEnv;
+  readonly keys: KeyRing;
+  readonly cities: CityStatusCache;
+  readonly jobs: JobQueue;
+  readonly storage: BlobStore | null;
+  readonly log: Logger;
+  readonly config: GatewayConfig;
+  /** The mounted services, by id. */
+  readonly services: ReadonlyMap<string, ServiceDef>;
+  /** Offers a capability to other services (e.g. balance offers 'billing'). */
+  provide<T>(name: string, impl: T): void;
+  use<T>(name: string): T | undefined;
+  /** Keeps background work alive (Workers' waitUntil; on Node awaited at shutdown). */
+  waitUntil(p: Promise<unknown>): void;
+  /** The public base URL: GATEWAY_CITY_BASE_URL's origin, else the request's origin. */
+  publicOrigin(req?: Request): string;
+}

@@ -1,0 +1,42 @@
+// Small Web Crypto helpers that run the same on Node and Workers.
+
+const enc = new TextEncoder();
+
+export function randomToken(bytes = 32): string {
+  return base64url(crypto.getRandomValues(new Uint8Array(bytes)));
+}
+
+export function base64url(data: Uint8Array): string {
+  let s = '';
+  for (const b of data) s += String.fromCharCode(b);
+  return btoa(s).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+}
+
+export function hex(data: ArrayBuffer | Uint8Array): string {
+  return [...new Uint8Array(data)].map((b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+export async function sha256Hex(text: string): Promise<string> {
+  return hex(await crypto.subtle.digest('SHA-256', enc.encode(text)));
+}
+
+/**
+ * Compares two secrets in constant time: both are hashed first, so neither the length
+ * nor the position of the first difference shows in the timing.
+ */
+export async function safeEqual(a: string, b: string): Promise<boolean> {
+  const [x, y] = await Promise.all([
+    crypto.subtle.digest('SHA-256', enc.encode(a)),
+    crypto.subtle.digest('SHA-256', enc.encode(b)),
+  ]);
+  const u = new Uint8Array(x);
+  const v = new Uint8Array(y);
+  let diff = 0;
+  for (let i = 0; i < u.length; i++) diff |= u[i] ^ v[i];
+  return diff === 0;
+}
+
+/** A short random id with a readable prefix, e.g. `city_3fZ…`. */
+export function newId(prefix: string, bytes = 12): string {
+  return `${prefix}_${randomToken(bytes)}`;
+}

@@ -1,0 +1,68 @@
+// Reading an action's input: the query string for GET, a size-limited JSON body for POST.
+import type { z } from 'zod';
+import { GatewayError, badRequest } from './errors.ts';
+
+export function tooLarge(limit: number): GatewayError {
+  return new GatewayError(413, 'body_too_large', `The request body is larger than ${limit} bytes.`);
+}
+
+/** Reads the body, refusing it past `limit` bytes without buffering the excess. */
+export async function readBody(req: Request, limit: number): Promise<Uint8Array> {
+  const declared = Number(req.headers.get('content-length') ?? NaN);
+  if (declared > limit) throw tooLarge(limit);
+  if (!req.body) return new Uint8Array();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const reader = req.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel().catch(() => {});
+      throw tooLarge(limit);
+    }
+    chunks.push(value);
+  }
+  if (chunks.length === 1) return chunks[0];
+  const out = new Uint8Array(size);
+  let at = 0;
+  for (const c of chunks) {
+    out.set(c, at);
+    at += c.byteLength;
+  }
+  return out;
+}
+
+const decoder = new TextDecoder();
+
+export function parseJsonBody(bytes: Uint8Array): unknown {
+  if (bytes.byteLength === 0) return {};
+  const text = decoder.decode(bytes);
+  if (text.trim() === '') return {};
+  try {
+    return JSON.parse(text);
+  } catch (e) {
+    throw badRequest('invalid_json', `The request body is not valid JSON: ${(e as Error).message}`);
+  }
+}
+
+/** Query parameters as an object; a repeated parameter becomes an array. */
+export function parseQuery(url: URL): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [k, v] of url.searchParams) {
+    const prev = out[k];
+    out[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
+  }
+  return out;
+}
+
+/** Validates input against the action's schema; the first issue becomes a 400 naming its field. */
+export function validate<S extends z.ZodType>(schema: S, value: unknown): z.output<S> {
+  const r = schema.safeParse(value);
+  if (r.success) return r.data;
+  const issue = r.error.issues[0];
+  const param = issue.path.map(String).join('.');
+  const message = param ? `${param}: ${issue.message}` : issue.message;
+  throw badRequest('invalid_input', message, param || undefined);
+}

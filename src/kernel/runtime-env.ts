@@ -1,0 +1,103 @@
+// Runtime configuration: the `env` table first, then the process environment (or, on the
+// edge, the Worker's bindings). Reads are synchronous from a snapshot so the hot path never
+// waits on the database; writes update the snapshot at once, and other processes or
+// isolates pick changes up within `ttlMs`.
+import type { Db } from '../db/database.ts';
+
+export type ProcessEnv = Record<string, string | undefined>;
+
+export interface EnvEntry {
+  key: string;
+  value: string;
+}
+
+export class RuntimeEnv {
+  readonly db: Db;
+  readonly processEnv: ProcessEnv;
+  readonly ttlMs: number;
+  #table = new Map<string, string>();
+  #loadedAt = 0;
+  #loading: Promise<void> | null = null;
+
+  constructor(db: Db, processEnv: ProcessEnv, ttlMs = 3000) {
+    this.db = db;
+    this.processEnv = processEnv;
+    this.ttlMs = ttlMs;
+  }
+
+  /** The value of a key: env table first, then the process environment. Empty means unset. */
+  get(key: string): string | undefined {
+    const v = this.#table.get(key) ?? this.processEnv[key];
+    return v === '' ? undefined : v;
+  }
+
+  has(key: string): boolean {
+    return this.get(key) !== undefined;
+  }
+
+  /** Where a key's value comes from now. */
+  source(key: string): 'table' | 'process' | null {
+    if (this.#table.has(key) && this.#table.get(key) !== '') return 'table';
+    return this.processEnv[key] ? 'process' : null;
+  }
+
+  /** Entries of the env table, sorted by key. */
+  entries(): EnvEntry[] {
+    return [...this.#table].map(([key, value]) => ({ key, value })).sort((a, b) => a.key.localeCompare(b.key));
+  }
+
+  async refresh(): Promise<void> {
+    this.#loading ??= (async () => {
+      try {
+        const rows = await this.db.kysely.selectFrom('env').select(['key', 'value']).execute();
+        this.#table = new Map(rows.map((r) => [r.key, r.value]));
+        this.#loadedAt = Date.now();
+      } finally {
+        this.#loading = null;
+      }
+    })();
+    return this.#loading;
+  }
+
+  /** Reloads the snapshot when it is older than ttlMs (cheap: one small SELECT). */
+  async fresh(): Promise<void> {
+    if (Date.now() - this.#loadedAt > this.ttlMs) await this.refresh();
+  }
+
+  async set(key: string, value: string): Promise<void> {
+    await this.setMany([{ key, value }]);
+  }
+
+  /** Writes all entries atomically (one batch). */
+  async setMany(entries: EnvEntry[]): Promise<void> {
+    if (entries.length === 0) return;
+    const t = Date.now();
+    await this.db.batch(
+      entries.map((e) =>
+        this.db.kysely
+          .insertInto('env')
+          .values({ key: e.key, value: e.value, updated_at: t })
+          .onConflict((oc) => oc.column('key').doUpdateSet({ value: e.value, updated_at: t })),
+      ),
+    );
+    for (const e of entries) this.#table.set(e.key, e.value);
+  }
+
+  /** Inserts the value only if the key is absent; returns the value that is stored now. */
+  async setIfAbsent(key: string, value: string): Promise<{ value: string; inserted: boolean }> {
+    const res = await this.db.kysely
+      .insertInto('env')
+      .values({ key, value, updated_at: Date.now() })
+      .onConflict((oc) => oc.column('key').doNothing())
+      .executeTakeFirst();
+    const row = await this.db.kysely.selectFrom('env').select('value').where('key', '=', key).executeTakeFirstOrThrow();
+    this.#table.set(key, row.value);
+    return { value: row.value, inserted: Number(res.numInsertedOrUpdatedRows ?? 0) > 0 };
+  }
+
+  async remove(key: string): Promise<boolean> {
+    const res = await this.db.kysely.deleteFrom('env').where('key', '=', key).executeTakeFirst();
+    this.#table.delete(key);
+    return Number(res.numDeletedRows) > 0;
+  }
+}

@@ -1,0 +1,77 @@
+// A service is a named group of actions. An action declares its method, the identities it
+// allows and a zod schema for its input; the kernel does routing, auth, parsing and errors.
+import { z } from 'zod';
+import type { GatewayContext } from './context.ts';
+import type { Identity, IdentityKind } from './identity.ts';
+import type { JobMessage } from './jobs.ts';
+
+export interface EnvRequirement {
+  key: string;
+  description: string;
+  required: boolean;
+}
+
+export interface ActionContext<I> {
+  input: I;
+  identity: Identity;
+  request: Request;
+  gateway: GatewayContext;
+  /** Aborted when the client goes away. */
+  signal: AbortSignal;
+  /** For `body: 'raw'` actions: the request body, read once within the size limit. */
+  rawBody(): Promise<Uint8Array>;
+  /** For actions whose id ends in `/*`: the rest of the path after the prefix. */
+  rest: string;
+}
+
+export interface ActionDef<S extends z.ZodType = z.ZodType, R = unknown> {
+  method: 'GET' | 'POST';
+  /** Identities allowed to call; default ['user']; [] allows anyone, guests included. */
+  auth?: IdentityKind[];
+  /** Input schema: the query string for GET, the JSON body for POST. */
+  input?: S;
+  /** 'raw' leaves the body unparsed (multipart uploads, signed webhooks). */
+  body?: 'json' | 'raw';
+  maxBodyBytes?: number;
+  summary?: string;
+  description?: string;
+  /** Response schema, for the API reference only. */
+  output?: z.ZodType;
+  handler(ctx: ActionContext<z.output<S>>): Promise<R | Response> | R | Response;
+}
+
+export type AnyAction = ActionDef<any, any>;
+
+export interface ServiceDef {
+  id: string;
+  name: string;
+  description?: string;
+  env?: EnvRequirement[];
+  actions: Record<string, AnyAction>;
+  /** Runs once at boot, after migrations (register capabilities, warm caches, warn). */
+  init?(gw: GatewayContext): Promise<void> | void;
+  /** Runs on graceful shutdown (flush buffers). */
+  stop?(gw: GatewayContext): Promise<void> | void;
+  /** Background job handlers by job type. */
+  jobs?: Record<string, (msg: JobMessage, gw: GatewayContext) => Promise<void>>;
+}
+
+/** Types an action so its handler sees the parsed input. */
+export function action<S extends z.ZodType = z.ZodObject<{}>, R = unknown>(def: ActionDef<S, R>): ActionDef<S, R> {
+  return def;
+}
+
+export function defineService<T extends ServiceDef>(def: T): T {
+  return def;
+}
+
+/** Query-string booleans: "true"/"1" → true, "false"/"0" → false. */
+export const queryBool = z
+  .union([z.boolean(), z.enum(['true', 'false', '1', '0'])])
+  .transform((v) => v === true || v === 'true' || v === '1');
+
+/** A page cursor and limit, shared by every list action. */
+export const pageQuery = {
+  cursor: z.string().max(200).optional(),
+  limit: z.coerce.number().int().min(1).max(200).default(50),
+};

@@ -1,0 +1,26 @@
+// Node runtime settings (seed §1): HOST, PORT, DATABASE_PATH, LOCAL_LOGIN, GATEWAY_SERVICES.
+import { resolve } from 'node:path';
+
+export interface NodeConfig {
+  host: string;
+  port: number;
+  databasePath: string;
+  localLogin: boolean;
+  services: string | undefined;
+  dataDir: string;
+}
+
+export function readNodeConfig(env: NodeJS.ProcessEnv = process.env): NodeConfig {
+  const port = env.PORT === undefined || env.PORT === '' ? 43127 : Number(env.PORT);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`PORT must be an integer from 0 to 65535, got '${env.PORT}'`);
+  const databasePath = resolve(env.DATABASE_PATH || './data/citygate.sqlite');
+  const localLogin = !/^(false|0|no|off)$/i.test(env.LOCAL_LOGIN ?? 'true');
+  return {
+    host: env.HOST || '127.0.0.1',
+    port,
+    databasePath,
+    localLogin,
+    services: env.GATEWAY_SERVICES,
+    dataDir: resolve(databasePath, '..'),
+  };
+}

@@ -1,0 +1,104 @@
+// cities: tenants. Admin manages them; a city's bureau (trusted backend) may list its own
+// city and issue user tokens for it.
+import { z } from 'zod';
+import type { GatewayContext } from '../../kernel/context.ts';
+import { newId } from '../../kernel/crypto.ts';
+import { conflict, forbidden, notFound } from '../../kernel/errors.ts';
+import { boundCity, type Identity } from '../../kernel/identity.ts';
+import { action, defineService } from '../../kernel/service.ts';
+import { getCity, insertCity, listCities, setCityStatus, toCity, type CityRow } from './store.ts';
+import { issueUserToken, tokenApplyInput } from './tokens.ts';
+
+export const cityIdSchema = z
+  .string()
+  .min(1)
+  .max(64)
+  .regex(/^[A-Za-z0-9][A-Za-z0-9_-]*$/, 'letters, digits, _ and - only, starting with a letter or digit');
+const byId = z.object({ city_id: cityIdSchema });
+
+/** A live city or 404; bureaus only reach their own. */
+export async function requireCity(gw: GatewayContext, cityId: string, identity?: Identity): Promise<CityRow> {
+  const bound = identity ? boundCity(identity) : null;
+  if (bound && bound !== cityId) throw forbidden('city_mismatch', 'This credential is bound to another city.');
+  const row = await getCity(gw.db, cityId);
+  if (!row || row.status === 'removed') throw notFound('city_not_found', `No city '${cityId}'.`, 'city_id');
+  return row;
+}
+
+async function transition(gw: GatewayContext, cityId: string, to: CityRow['status']) {
+  await requireCity(gw, cityId);
+  const row = (await setCityStatus(gw.db, cityId, to))!;
+  gw.cities.set(cityId, row.status);
+  return row;
+}
+
+export const citiesService = defineService({
+  id: 'cities',
+  name: 'Cities',
+  description: 'Tenants: each product is a city, and every user token is bound to one.',
+  actions: {
+    list: action({
+      method: 'GET',
+      auth: ['admin', 'bureau'],
+      summary: 'List cities (a bureau sees only its own)',
+      handler: async ({ gateway, identity }) => ({
+        items: (await listCities(gateway.db, boundCity(identity) ?? undefined)).map(toCity),
+      }),
+    }),
+    get: action({
+      method: 'GET',
+      auth: ['admin', 'bureau'],
+      summary: 'Get one city',
+      input: byId,
+      handler: async ({ gateway, input, identity }) => toCity(await requireCity(gateway, input.city_id, identity)),
+    }),
+    create: action({
+      method: 'POST',
+      auth: ['admin'],
+      summary: 'Create a city',
+      input: z.object({ name: z.string().trim().min(1).max(200), city_id: cityIdSchema.optional() }),
+      handler: async ({ gateway, input }) => {
+        const cityId = input.city_id ?? newId('city', 9);
+        const row = await insertCity(gateway.db, cityId, input.name);
+        if (!row) throw conflict('city_exists', `The city id '${cityId}' is taken.`, 'city_id');
+        gateway.cities.set(cityId, 'active');
+        return toCity(row);
+      },
+    }),
+    pause: action({
+      method: 'POST',
+      auth: ['admin'],
+      summary: 'Pause a city: its user tokens get 403 until it is activated',
+      input: byId,
+      handler: async ({ gateway, input }) => toCity(await transition(gateway, input.city_id, 'paused')),
+    }),
+    activate: action({
+      method: 'POST',
+      auth: ['admin'],
+      summary: 'Activate a paused city',
+      input: byId,
+      handler: async ({ gateway, input }) => toCity(await transition(gateway, input.city_id, 'active')),
+    }),
+    remove: action({
+      method: 'POST',
+      auth: ['admin'],
+      summary: 'Remove a city: its tokens stop working, its records stay, its id is never reused',
+      input: byId,
+      handler: async ({ gateway, input }) => {
+        await transition(gateway, input.city_id, 'removed');
+        return { city_id: input.city_id, removed: true };
+      },
+    }),
+    'tokens/apply': action({
+      method: 'POST',
+      auth: ['admin', 'bureau'],
+      summary: 'Issue a user token bound to one city and one user',
+      input: tokenApplyInput,
+      handler: async ({ gateway, input, identity }) => {
+        const city = await requireCity(gateway, input.city_id, identity);
+        if (city.status === 'paused') throw conflict('city_paused', 'Tokens cannot be issued for a paused city.', 'city_id');
+        return issueUserToken(gateway, input);
+      },
+    }),
+  },
+});

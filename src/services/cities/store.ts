@@ -1,0 +1,53 @@
+import type { Db } from '../../db/database.ts';
+import type { CitiesTable } from '../../db/schema.ts';
+
+export type CityRow = CitiesTable;
+
+export interface City {
+  city_id: string;
+  name: string;
+  status: 'active' | 'paused';
+  created_at: string;
+  updated_at: string;
+}
+
+export const toCity = (r: CityRow): City => ({
+  city_id: r.city_id,
+  name: r.name,
+  status: r.status === 'paused' ? 'paused' : 'active',
+  created_at: new Date(r.created_at).toISOString(),
+  updated_at: new Date(r.updated_at).toISOString(),
+});
+
+export async function listCities(db: Db, only?: string): Promise<CityRow[]> {
+  let q = db.kysely.selectFrom('cities').selectAll().where('status', '!=', 'removed');
+  if (only) q = q.where('city_id', '=', only);
+  return q.orderBy('created_at').orderBy('city_id').execute();
+}
+
+export async function getCity(db: Db, cityId: string): Promise<CityRow | undefined> {
+  return db.kysely.selectFrom('cities').selectAll().where('city_id', '=', cityId).executeTakeFirst();
+}
+
+/** Inserts a city; false when the id is taken (removed cities keep their id forever). */
+export async function insertCity(db: Db, cityId: string, name: string): Promise<CityRow | null> {
+  const t = Date.now();
+  const res = await db.kysely
+    .insertInto('cities')
+    .values({ city_id: cityId, name, status: 'active', created_at: t, updated_at: t })
+    .onConflict((oc) => oc.column('city_id').doNothing())
+    .executeTakeFirst();
+  if (Number(res.numInsertedOrUpdatedRows ?? 0) === 0) return null;
+  return { city_id: cityId, name, status: 'active', created_at: t, updated_at: t };
+}
+
+/** Moves a live city to a status; a removed city never comes back. */
+export async function setCityStatus(db: Db, cityId: string, status: CityRow['status']): Promise<CityRow | undefined> {
+  await db.kysely
+    .updateTable('cities')
+    .set({ status, updated_at: Date.now() })
+    .where('city_id', '=', cityId)
+    .where('status', '!=', 'removed')
+    .execute();
+  return getCity(db, cityId);
+}

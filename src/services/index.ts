@@ -1,0 +1,18 @@
+// The stock catalog of services, in the order health lists them. Other folders add theirs here.
+import type { ServiceDef } from '../kernel/service.ts';
+import { bureausService } from './bureaus/index.ts';
+import { citiesService } from './cities/index.ts';
+import { envService } from './env/index.ts';
+
+export const stockServices: ServiceDef[] = [envService, citiesService, bureausService];
+
+/** The services named by a GATEWAY_SERVICES list (comma-separated), or all of them. */
+export function selectServices(list: string | undefined, all: ServiceDef[] = stockServices): ServiceDef[] {
+  if (!list || list.trim() === '') return all;
+  const wanted = list.split(',').map((s) => s.trim()).filter(Boolean);
+  const unknown = wanted.filter((id) => !all.some((s) => s.id === id));
+  if (unknown.length) {
+    throw new Error(`GATEWAY_SERVICES names unknown services: ${unknown.join(', ')} (known: ${all.map((s) => s.id).join(', ')})`);
+  }
+  return all.filter((s) => wanted.includes(s.id));
+}
