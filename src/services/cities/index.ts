@@ -45,6 +45,13 @@ export const citiesService = defineService({
         items: (await listCities(gateway.db, boundCity(identity) ?? undefined)).map(toCity),
       }),
     }),
+    current: action({
+      method: 'GET',
+      auth: ['user', 'bureau'],
+      summary: 'The city this credential is bound to',
+      input: z.object({ city_id: z.string().optional() }),
+      handler: async ({ gateway, identity }) => toCity(await requireCity(gateway, boundCity(identity)!)),
+    }),
     get: action({
       method: 'GET',
       auth: ['admin', 'bureau'],
