@@ -13,10 +13,11 @@ import { parseJsonBody, parseQuery, readBody, validate } from './input.ts';
 import type { JobMessage, JobQueue } from './jobs.ts';
 import { jsonLogger, type Logger } from './log.ts';
 import { ADMIN_KEY_PREFIX } from './identity.ts';
-import { randomToken } from './crypto.ts';
+import { newId, randomToken } from './crypto.ts';
 import { RuntimeEnv, type ProcessEnv } from './runtime-env.ts';
-import type { AnyAction, ServiceDef } from './service.ts';
+import type { AnyAction, RequestTiming, ServiceDef } from './service.ts';
 import type { BlobStore } from './storage.ts';
+import { fetchHttp, type UpstreamHttp } from './http.ts';
 import { KeyRing } from './tokens.ts';
 
 export interface GatewayOptions {
@@ -26,6 +27,8 @@ export interface GatewayOptions {
   processEnv?: ProcessEnv;
   jobs?: JobQueue;
   storage?: BlobStore | null;
+  /** Outbound HTTP to upstream providers (undici pool on Node); default: the platform's fetch. */
+  http?: UpstreamHttp;
   logger?: Logger;
   config?: Partial<GatewayConfig>;
   /** Background work keeper (Workers' ctx.waitUntil); Node keeps its own list. */
@@ -80,6 +83,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     cities,
     jobs: opts.jobs ?? inlineQueue(() => gateway),
     storage: opts.storage ?? null,
+    http: opts.http ?? fetchHttp(),
     log,
     config,
     services,
@@ -122,7 +126,18 @@ export function createGateway(opts: GatewayOptions): Gateway {
 
   app.use('*', async (c, next) => {
     const started = performance.now();
+    const timing: RequestTiming = { startedAt: started, upstreamMs: 0 };
+    c.set('timing' as never, timing as never);
     await next();
+    // Time spent in citygate, upstream waits excluded (for a stream: up to its first byte).
+    const overhead = Math.max(0, performance.now() - started - timing.upstreamMs);
+    const requestId = c.get('requestId' as never) as string | undefined;
+    try {
+      c.res.headers.set('x-citygate-overhead-ms', overhead.toFixed(2));
+      if (requestId) c.res.headers.set('x-request-id', requestId);
+    } catch {
+      /* immutable headers (a proxied Response): leave them */
+    }
     const identity = c.get('identity' as never) as Identity | undefined;
     log('info', 'request', {
       method: c.req.method,
@@ -194,6 +209,8 @@ export function createGateway(opts: GatewayOptions): Gateway {
 
   async function dispatch(c: Context): Promise<Response> {
     const req = c.req.raw;
+    const requestId = newId('req', 12);
+    c.set('requestId' as never, requestId as never);
     const url = new URL(req.url);
     const [serviceId, ...rest] = url.pathname.slice('/v1/'.length).split('/');
     const actionPath = rest.join('/');
@@ -249,6 +266,8 @@ export function createGateway(opts: GatewayOptions): Gateway {
       signal: req.signal,
       rawBody,
       rest: restPath,
+      requestId,
+      timing: (c.get('timing' as never) as RequestTiming | undefined) ?? { startedAt: performance.now(), upstreamMs: 0 },
     });
     if (result instanceof Response) return result;
     return c.json(result ?? { ok: true });
