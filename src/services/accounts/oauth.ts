@@ -17,7 +17,7 @@ import type { RequestTiming } from '../../kernel/service.ts';
 import { requireCity } from '../cities/index.ts';
 import { issueUserToken, type IssuedToken } from '../cities/tokens.ts';
 import { PAGE_HEADERS, resultPage } from './page.ts';
-import { LoginFailure, PROVIDERS, providerConfig, type ProviderConfig, type ProviderId } from './providers.ts';
+import { LoginFailure, PROVIDERS, originOf, providerConfig, type ProviderConfig, type ProviderId } from './providers.ts';
 import { claimState, deliverState, finishState, getState, insertState, pruneStates, type StateRow } from './states.ts';
 import { findOrCreateOAuthUser, type ProviderProfile } from './store.ts';
 import { tokenTtlSeconds, type Hooks } from './settings.ts';
@@ -184,14 +184,13 @@ export async function handleCallback(gw: GatewayContext, req: Request, timing: R
     const code = safeCode(providerError);
     return fail(code, MESSAGES[code] ?? `${def?.name ?? 'The provider'} refused the sign-in.`, 400);
   }
-  if (!def) return fail('provider_not_configured', MESSAGES.provider_not_configured, 400);
+  const cfg = def ? providerConfig(gw.env, def) : null;
+  if (!cfg) return fail('provider_not_configured', MESSAGES.provider_not_configured, 400);
   // RFC 9207: when the provider names itself, it must be the one this state was started with.
   const iss = q.get('iss');
-  if (iss !== null && iss !== def.issuer(gw.env)) return fail('provider_mismatch', MESSAGES.provider_mismatch, 400);
+  if (iss !== null && originOf(iss) !== cfg.issuerOrigin) return fail('provider_mismatch', MESSAGES.provider_mismatch, 400);
   const code = q.get('code');
   if (!code) return fail('missing_code', MESSAGES.missing_code, 400);
-  const cfg = providerConfig(gw.env, def);
-  if (!cfg) return fail('provider_not_configured', MESSAGES.provider_not_configured, 400);
   if ((await gw.cities.get(row.city_id)) !== 'active') return fail('city_unavailable', MESSAGES.city_unavailable, 403);
 
   let profile: ProviderProfile;

@@ -20,8 +20,6 @@ export interface ProviderDef {
   scopes: string[];
   /** Env keys that override the endpoints, with their defaults. */
   endpointKeys: { authorize: [string, string]; token: [string, string]; profile: [string, string] };
-  /** The issuer a callback's RFC 9207 `iss` parameter must name, when the provider sends one. */
-  issuer(env: RuntimeEnv): string;
   fetchProfile(accessToken: string, endpoints: Endpoints, signal: AbortSignal): Promise<ProviderProfile>;
 }
 
@@ -64,7 +62,6 @@ export const github: ProviderDef = {
     token: ['OAUTH_A_TOKEN_URL', 'https://github.com/login/oauth/access_token'],
     profile: ['OAUTH_A_API_URL', 'https://api.github.com'],
   },
-  issuer: (env) => new URL(env.get('OAUTH_A_AUTHORIZE_URL') ?? 'https://github.com/login/oauth/authorize').origin,
   async fetchProfile(accessToken, endpoints, signal) {
     const api = endpoints.profile.replace(/\/+$/, '');
     // GitHub's API refuses requests without a User-Agent.
@@ -119,7 +116,6 @@ export const google: ProviderDef = {
     token: ['OAUTH_B_TOKEN_URL', 'https://oauth2.googleapis.com/token'],
     profile: ['OAUTH_B_USERINFO_URL', 'https://openidconnect.googleapis.com/v1/userinfo'],
   },
-  issuer: (env) => env.get('OAUTH_B_ISSUER') ?? 'https://accounts.google.com',
   async fetchProfile(accessToken, endpoints, signal) {
     const info = (await getJson(endpoints.profile, { authorization: `Bearer ${accessToken}`, accept: 'application/json' }, signal, 'the user')) as Record<
       string,
@@ -147,6 +143,11 @@ export interface ProviderConfig {
   clientId: string;
   clientSecret: string;
   endpoints: Endpoints;
+  /**
+   * The origin a callback's RFC 9207 `iss` parameter must have when the provider sends one:
+   * OAUTH_{A,B}_ISSUER's, else the authorize endpoint's (github.com, accounts.google.com).
+   */
+  issuerOrigin: string;
 }
 
 /** The provider's configuration now, or null when its client id or secret is missing. */
@@ -155,10 +156,14 @@ export function providerConfig(env: RuntimeEnv, def: ProviderDef): ProviderConfi
   const clientSecret = env.get(`OAUTH_${def.slot}_CLIENT_SECRET`);
   if (!clientId || !clientSecret) return null;
   const pick = ([key, fallback]: [string, string]) => env.get(key) ?? fallback;
-  return {
-    def,
-    clientId,
-    clientSecret,
-    endpoints: { authorize: pick(def.endpointKeys.authorize), token: pick(def.endpointKeys.token), profile: pick(def.endpointKeys.profile) },
-  };
+  const endpoints = { authorize: pick(def.endpointKeys.authorize), token: pick(def.endpointKeys.token), profile: pick(def.endpointKeys.profile) };
+  return { def, clientId, clientSecret, endpoints, issuerOrigin: originOf(env.get(`OAUTH_${def.slot}_ISSUER`) ?? endpoints.authorize) };
+}
+
+export function originOf(url: string): string {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return '';
+  }
 }
