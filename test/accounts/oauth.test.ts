@@ -203,6 +203,8 @@ describe('accounts: OAuth login', () => {
     gh.setUser({ id: 777, login: 'replay', name: 'Re Play', email: 'replay@example.com', email_verified: true });
     const s = await start('c-fail', 'github');
     const url = await authorize(s.url);
+    const head = await fetch(url, { method: 'HEAD', redirect: 'manual' });
+    assert.equal(head.status, 200, 'a HEAD does not spend the state');
     const first = await arrive(url);
     assert.equal(first.status, 200);
     const before = await users('c-fail');

@@ -153,6 +153,8 @@ const MESSAGES: Record<string, string> = {
 };
 
 export async function handleCallback(gw: GatewayContext, req: Request, timing: RequestTiming, hooks: Hooks): Promise<Response> {
+  // A HEAD (link checkers, prefetchers) must not spend the single-use state.
+  if (req.method === 'HEAD') return new Response(null, { status: 200, headers: { ...PAGE_HEADERS, 'content-type': 'text/html; charset=utf-8' } });
   const q = new URL(req.url).searchParams;
   const state = q.get('state');
   if (!state || state.length > 512) {
