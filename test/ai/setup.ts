@@ -24,9 +24,11 @@ export default {
       { id: 'slow-image', name: 'Slow image', provider: 'openai', upstream: 'stub-slow', modes: ['image'] },
       { id: 'stub-video', name: 'Stub video', provider: 'openai', upstream: 'sora-2', modes: ['video'], prices: { per_second: 100000 } },
       { id: 'translated', name: 'Translated chat', provider: 'stubcompat', upstream: 'stub-model', modes: ['text', 'stream', 'compat'] },
+      { id: 'unreachable', name: 'Nobody home', provider: 'deadend', upstream: 'stub-model', modes: ['text', 'stream', 'compat'] },
     ],
     providers: [
       { id: 'stubcompat', kind: 'openai-compatible', apiKeyEnv: 'TEXTPROVIDER_API_KEY', baseUrlEnv: 'TEXTPROVIDER_BASE_URL', defaultBaseUrl: 'http://127.0.0.1:9/v1', passthrough: false },
+      { id: 'deadend', kind: 'openai-compatible', apiKeyEnv: 'TEXTPROVIDER_API_KEY', defaultBaseUrl: 'http://127.0.0.1:9/v1' },
     ],
   },
 };
