@@ -164,8 +164,10 @@ export async function findOrCreateOAuthUser(
         last_login_at: t,
       })
       .onConflict((oc) => oc.columns(['city_id', 'provider', 'provider_user_id']).doNothing()),
+    // Casts: PostgreSQL types the parameters of an INSERT … SELECT from the SELECT alone.
     sql`INSERT INTO users (city_id, user_id, name, email, email_verified, avatar_url, verified_email, created_via, created_at, updated_at, last_login_at)
-        SELECT ${cityId}, ${userId}, ${p.name}, ${p.email}, ${p.emailVerified ? 1 : 0}, ${p.avatarUrl}, ${verifiedEmail}, ${p.provider}, ${t}, ${t}, ${t}
+        SELECT ${cityId}, ${userId}, ${p.name}, ${p.email}, CAST(${p.emailVerified ? 1 : 0} AS INTEGER), ${p.avatarUrl}, ${verifiedEmail}, ${p.provider},
+               CAST(${t} AS BIGINT), CAST(${t} AS BIGINT), CAST(${t} AS BIGINT)
         WHERE EXISTS (SELECT 1 FROM user_identities WHERE city_id = ${cityId} AND provider = ${p.provider} AND provider_user_id = ${p.providerUserId} AND user_id = ${userId})
         ON CONFLICT (city_id, user_id) DO NOTHING`.compile(db.kysely),
   ]);
