@@ -353,6 +353,20 @@ describe('accounts: OAuth login', () => {
     }
   });
 
+  test('GATEWAY_CITY_BASE_URL makes the callback URL and is an allowed return_to origin', async () => {
+    await admin.post('/v1/env/upsert', { key: 'GATEWAY_CITY_BASE_URL', value: 'https://gw.example.com/some/path' });
+    try {
+      const expected = 'https://gw.example.com/v1/accounts/oauth/callback';
+      assert.equal(record(await guest.get('/v1/accounts/providers')).body.callback_url, expected);
+      const s = await start('c-ret', 'google', { return_to: 'https://gw.example.com/done' });
+      assert.equal(new URL(s.url).searchParams.get('redirect_uri'), expected);
+      const foreign = record(await guest.post('/v1/accounts/oauth/start', { city_id: 'c-ret', provider: 'google', return_to: `${gw.url}/done` }));
+      assert.equal(foreign.status, 400, 'the request origin is no longer the public one');
+    } finally {
+      await admin.post('/v1/env/remove', { key: 'GATEWAY_CITY_BASE_URL' });
+    }
+  });
+
   test('the callback page escapes what it shows and needs a state', async () => {
     const s = await start('c-fail', 'github');
     const evil = '<script>alert(1)</script>';
