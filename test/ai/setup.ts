@@ -23,6 +23,7 @@ export default {
     models: [
       { id: 'slow-image', name: 'Slow image', provider: 'openai', upstream: 'stub-slow', modes: ['image'] },
       { id: 'stub-video', name: 'Stub video', provider: 'openai', upstream: 'sora-2', modes: ['video'], prices: { per_second: 100000 } },
+      { id: 'failing-video', name: 'Failing video', provider: 'openai', upstream: 'stub-video-fail', modes: ['video'] },
       { id: 'translated', name: 'Translated chat', provider: 'stubcompat', upstream: 'stub-model', modes: ['text', 'stream', 'compat'] },
       { id: 'unreachable', name: 'Nobody home', provider: 'deadend', upstream: 'stub-model', modes: ['text', 'stream', 'compat'] },
     ],
@@ -61,15 +62,16 @@ export async function startAiWorld(opts: { stub?: OpenAIStubOptions; env?: Recor
   const admin = client(gw.url, gw.adminKey);
   const alice = await tokenFor(admin, 'city-a', 'alice');
   const bob = await tokenFor(admin, 'city-b', 'bob');
-  return {
+  const world: AiWorld = {
     stub,
     gw,
     admin,
     alice,
     bob,
     async close() {
-      await gw.stop();
+      await world.gw.stop(); // the current one: a test may have restarted it
       await stub.close();
     },
   };
+  return world;
 }

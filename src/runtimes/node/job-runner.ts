@@ -133,6 +133,7 @@ export class NodeJobRunner implements JobQueue {
       }
       const delay = retry ? e.delayMs : Math.min(60_000, 1000 * 2 ** row.attempts);
       await this.db.kysely.updateTable('job_queue').set({ run_at: Date.now() + delay, locked_until: null }).where('id', '=', row.id).execute();
+      if (delay < this.pollMs) setTimeout(() => this.#kick(), delay).unref?.();
     }
   }
 
