@@ -1,0 +1,151 @@
+// Units that decide money and bytes: the credit hold around a call (with a fake billing and
+// metering capability, as the balance and usage services will provide them) and the SSE relay.
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import type { GatewayContext } from '../../src/kernel/context.ts';
+import { GatewayError } from '../../src/kernel/errors.ts';
+import type { Billing, Hold, MeterRecord } from '../../src/kernel/metering.ts';
+import { relaySse, type RelayEnd } from '../../src/services/ai/chat/sse.ts';
+import { AiCall } from '../../src/services/ai/meter.ts';
+import type { ModelDef } from '../../src/services/ai/registry.ts';
+
+function fakeGateway(opts: { short?: boolean } = {}) {
+  const events: string[] = [];
+  const records: MeterRecord[] = [];
+  const billing: Billing = {
+    async reserve(a) {
+      if (opts.short) throw new GatewayError(402, 'insufficient_credits', 'short');
+      events.push(`reserve ${a.credits}`);
+      return { id: 'h1', cityId: a.cityId, userId: a.userId, credits: a.credits };
+    },
+    async settle(h: Hold, credits: number) {
+      events.push(`settle ${h.id} ${credits}`);
+    },
+    async release(h: Hold) {
+      events.push(`release ${h.id}`);
+    },
+  };
+  const caps = new Map<string, unknown>([
+    ['billing', billing],
+    ['metering', { record: (r: MeterRecord) => records.push(r) }],
+  ]);
+  const env = { get: () => undefined, has: () => false };
+  const gw = { env, use: (n: string) => caps.get(n), log: () => {} } as unknown as GatewayContext;
+  return { gw, events, records };
+}
+
+const model: ModelDef = {
+  id: 'm',
+  name: 'm',
+  modes: ['compat'],
+  provider: 'textprovider',
+  upstream: 'm',
+  prices: { input_per_mtok: 1_000_000, output_per_mtok: 2_000_000 }, // 1 and 2 credits per token
+};
+const user = { kind: 'user' as const, cityId: 'c', userId: 'u', expiresAt: 0 };
+
+describe('credit holds around a call', () => {
+  test('reserve the worst case, settle to the measured cost, one meter record', async () => {
+    const { gw, events, records } = fakeGateway();
+    const call = AiCall.start(gw, user, model, 'compat', 'req_1');
+    await call.reserve({ input_tokens: 100, output_tokens: 50 });
+    await call.finish('ok', { input_tokens: 10, output_tokens: 5 });
+    await call.finish('ok', { input_tokens: 10, output_tokens: 5 }); // only once
+    assert.deepEqual(events, ['reserve 200', 'settle h1 20']);
+    assert.equal(records.length, 1);
+    assert.equal(records[0].credits, 20);
+    assert.equal(records[0].status, 'ok');
+    assert.equal(records[0].city_id, 'c');
+  });
+
+  test('an upstream failure before anything was consumed releases the hold and is still recorded', async () => {
+    const { gw, events, records } = fakeGateway();
+    const call = AiCall.start(gw, user, model, 'compat', 'req_2');
+    await call.reserve({ input_tokens: 10, output_tokens: 10 });
+    await call.finish('error', {}, 'upstream_error');
+    assert.deepEqual(events, ['reserve 30', 'release h1']);
+    assert.equal(records[0].status, 'error');
+    assert.equal(records[0].error_code, 'upstream_error');
+    assert.equal(records[0].credits, 0);
+  });
+
+  test('a client abort settles by what was consumed', async () => {
+    const { gw, events, records } = fakeGateway();
+    const call = AiCall.start(gw, user, model, 'compat', 'req_3');
+    await call.reserve({ input_tokens: 10, output_tokens: 100 });
+    await call.finish('aborted', { input_tokens: 10, output_tokens: 3 });
+    assert.deepEqual(events, ['reserve 210', 'settle h1 16']);
+    assert.equal(records[0].status, 'aborted');
+  });
+
+  test('short of credits → the 402 propagates, no upstream call, one error record', async () => {
+    const { gw, records } = fakeGateway({ short: true });
+    const call = AiCall.start(gw, user, model, 'compat', 'req_4');
+    await assert.rejects(call.reserve({ input_tokens: 1 }), (e: GatewayError) => e.status === 402);
+    assert.equal(records.length, 1);
+    assert.equal(records[0].error_code, 'insufficient_credits');
+  });
+
+  test('admins and free models are not billed, but metered', async () => {
+    const { gw, events, records } = fakeGateway();
+    const a = AiCall.start(gw, { kind: 'admin' }, model, 'compat', 'req_5');
+    await a.reserve({ input_tokens: 10 });
+    await a.finish('ok', { input_tokens: 10 });
+    const f = AiCall.start(gw, user, { ...model, prices: null }, 'compat', 'req_6');
+    await f.reserve({ input_tokens: 10 });
+    await f.finish('ok', { input_tokens: 10 });
+    assert.deepEqual(events, []);
+    assert.equal(records.length, 2);
+    assert.equal(records[1].credits, 0);
+  });
+});
+
+const enc = new TextEncoder();
+async function relay(chunks: string[], strip: boolean) {
+  let end: RelayEnd | undefined;
+  const src = (async function* () {
+    for (const c of chunks) yield enc.encode(c);
+  })();
+  const out = relaySse(src, { strip, onEnd: (r) => (end = r), errorEvent: () => 'data: {"error":{}}\n\n' });
+  const text = await new Response(out).text();
+  return { text, end: end! };
+}
+
+describe('the SSE relay', () => {
+  const events = [
+    'data: {"choices":[{"delta":{"content":"Hi"}}],"usage":null}\n\n',
+    'data: {"choices":[{"delta":{},"finish_reason":"stop"}],"usage":null}\n\n',
+    'data: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":3}}}\n\n',
+    'data: [DONE]\n\n',
+  ];
+  const whole = events.join('');
+
+  test('pass-through keeps every byte and reads the usage, however the bytes are split', async () => {
+    for (const size of [1, 7, 64, whole.length]) {
+      const chunks: string[] = [];
+      for (let i = 0; i < whole.length; i += size) chunks.push(whole.slice(i, i + size));
+      const r = await relay(chunks, false);
+      assert.equal(r.text, whole);
+      assert.deepEqual(r.end.usage, { prompt_tokens: 7, completion_tokens: 2, prompt_tokens_details: { cached_tokens: 3 } });
+      assert.equal(r.end.aborted, false);
+    }
+  });
+
+  test('strip removes the usage event citygate added, however the bytes are split', async () => {
+    for (const size of [1, 5, 33, whole.length]) {
+      const chunks: string[] = [];
+      for (let i = 0; i < whole.length; i += size) chunks.push(whole.slice(i, i + size));
+      const r = await relay(chunks, true);
+      assert.equal(r.text, events[0] + events[1] + events[3]);
+      assert.equal(r.end.usage?.prompt_tokens, 7);
+    }
+  });
+
+  test('usage on the last content event (some providers): kept when asked, dropped from it otherwise', async () => {
+    const e = 'data: {"choices":[{"delta":{"content":"x"}}],"usage":{"prompt_tokens":1,"completion_tokens":1}}\n\ndata: [DONE]\n\n';
+    assert.equal((await relay([e], false)).text, e);
+    const s = await relay([e], true);
+    assert.equal(s.text, 'data: {"choices":[{"delta":{"content":"x"}}]}\n\ndata: [DONE]\n\n');
+    assert.equal(s.end.usage?.completion_tokens, 1);
+  });
+});
