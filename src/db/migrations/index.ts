@@ -1,10 +1,14 @@
 // Forward-only migrations, applied in this order at boot. Never edit one that has shipped:
 // add a new file. Numbers are spaced by area so parallel work does not collide.
 import kernel from './001_kernel.ts';
+import money from './030_money.ts';
 
 export interface Migration {
   name: string;
   statements: string[];
 }
 
-export const migrations: Migration[] = [{ name: '001_kernel', statements: kernel }];
+export const migrations: Migration[] = [
+  { name: '001_kernel', statements: kernel },
+  { name: '030_money', statements: money },
+];
