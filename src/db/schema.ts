@@ -35,6 +35,41 @@ export interface BureausTable {
   revoked_at: number | null;
 }
 
+export interface AiJobsTable {
+  job_id: string;
+  kind: 'image' | 'video';
+  city_id: string | null;
+  user_id: string | null;
+  identity: string;
+  model: string;
+  status: 'queued' | 'running' | 'succeeded' | 'failed';
+  /** JSON of the request. */
+  input: string;
+  /** JSON: { files: [{ key, media_type }], seconds? } once succeeded. */
+  result: string | null;
+  error: string | null;
+  /** The upstream's id of a long-running generation (video). */
+  upstream_ref: string | null;
+  /** JSON of the metering state (request id, credit hold) so a restarted runner can settle. */
+  call: string;
+  attempts: number;
+  created_at: number;
+  updated_at: number;
+  finished_at: number | null;
+}
+
+/** Pending background jobs of runtimes that keep their own queue (the Node runner). */
+export interface JobQueueTable {
+  id: string;
+  service: string;
+  type: string;
+  job_id: string;
+  run_at: number;
+  locked_until: number | null;
+  attempts: number;
+  created_at: number;
+}
+
 // Money (migration 030_money). Credits are integers: 1 USD = 1,000,000 credits.
 export interface BalancesTable {
   city_id: string;
@@ -153,6 +188,8 @@ export interface Schema {
   cities: CitiesTable;
   signing_keys: SigningKeysTable;
   bureaus: BureausTable;
+  ai_jobs: AiJobsTable;
+  job_queue: JobQueueTable;
   balances: BalancesTable;
   ledger: LedgerTable;
   holds: HoldsTable;

@@ -19,6 +19,7 @@ import type { AnyAction, RequestTiming, ServiceDef } from './service.ts';
 import type { BlobStore } from './storage.ts';
 import { fetchHttp, type UpstreamHttp } from './http.ts';
 import { KeyRing } from './tokens.ts';
+import { openApiDocument } from './openapi.ts';
 
 export interface GatewayOptions {
   db: Db;
@@ -197,6 +198,9 @@ export function createGateway(opts: GatewayOptions): Gateway {
       })),
     });
   });
+
+  let openapi: unknown = null;
+  app.get('/openapi.json', (c) => c.json((openapi ??= openApiDocument(services.values(), { title: config.name, version: config.version }))));
 
   app.all('/v1/*', (c) => dispatch(c));
 

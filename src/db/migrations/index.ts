@@ -1,6 +1,7 @@
 // Forward-only migrations, applied in this order at boot. Never edit one that has shipped:
 // add a new file. Numbers are spaced by area so parallel work does not collide.
 import kernel from './001_kernel.ts';
+import ai from './010_ai.ts';
 import money from './030_money.ts';
 
 export interface Migration {
@@ -10,5 +11,6 @@ export interface Migration {
 
 export const migrations: Migration[] = [
   { name: '001_kernel', statements: kernel },
+  { name: '010_ai', statements: ai },
   { name: '030_money', statements: money },
 ];
