@@ -65,3 +65,24 @@ test('SIGKILL during charged calls: after restart balance = sum of ledger for ev
     await w.stub.close();
   }
 });
+
+test('a graceful stop (SIGTERM) writes every buffered usage record', async () => {
+  const w = await startAiWorld({ env: { MODEL_PRICES: JSON.stringify({ 'stub-model': { per_request: 10 } }), USAGE_FLUSH_MS: '60000' } });
+  try {
+    const token = await tokenFor(w.admin, 'grace', 'g');
+    await w.admin.post('/v1/balance/adjust', { city_id: 'grace', user_id: 'g', credits: 10_000, reason: 'x', idempotency_key: 'g' });
+    const rs = await Promise.all(
+      Array.from({ length: 30 }, () => call(w.gw.url, 'POST', '/v1/ai/chat/completions', { token, body: { model: 'stub-model', messages: [{ role: 'user', content: 'x' }] } })),
+    );
+    assert.ok(rs.every((r) => r.status === 200));
+    const count = () => readDb(w.gw.dbPath, (db) => db.prepare(`SELECT COUNT(*) AS n, COALESCE(SUM(credits), 0) AS c FROM usage WHERE user_id = 'g'`).get() as { n: number; c: number });
+    assert.equal(count().n, 0, 'still buffered (flush interval 60 s)');
+    assert.equal(await w.gw.stop(), 0);
+    assert.deepEqual({ ...count() }, { n: 30, c: 300 });
+    const daily = readDb(w.gw.dbPath, (db) => db.prepare(`SELECT calls, credits FROM usage_daily WHERE city_id = 'grace'`).get() as { calls: number; credits: number });
+    assert.deepEqual({ ...daily }, { calls: 30, credits: 300 });
+    assertBooksBalance(w.gw.dbPath);
+  } finally {
+    await w.close();
+  }
+});
