@@ -193,3 +193,17 @@ test('usage reports: per user, admin list with filters, summary per day × city 
   assert.ok(only.body.items.every((x: { city_id: string }) => x.city_id === 'charge-2'));
   assert.equal((await admin.get('/v1/usage/summary?from=2026-02-01&to=2026-01-01')).status, 400);
 });
+
+test('models without a price are named in a boot warning and show price null to the admin', async () => {
+  const line = w.gw
+    .stdout()
+    .split('\n')
+    .find((l) => l.includes('models without a price are free to call'));
+  assert.ok(line, 'the boot warning is logged');
+  const models = JSON.parse(line).models as string[];
+  assert.ok(models.includes('stub-400'));
+  assert.ok(!models.includes('stub-model') && !models.includes('aliased'));
+  const cat = (await admin.get('/v1/ai/models')).body.items;
+  assert.equal(cat.find((m: { id: string }) => m.id === 'stub-400').price, null);
+  assert.deepEqual(cat.find((m: { id: string }) => m.id === 'stub-model').price, { per_request: 1000 });
+});

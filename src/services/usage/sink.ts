@@ -25,8 +25,10 @@ export const dayOf = (t: number) => new Date(t).toISOString().slice(0, 10);
 
 export function toRow(r: MeterRecord): Row {
   const int = (n: unknown) => (typeof n === 'number' && Number.isFinite(n) ? Math.max(0, Math.round(n)) : 0);
+  const created = int(r.created_at) || Date.now();
   return {
-    usage_id: newId('use', 12),
+    // time-ordered, so the UNIQUE index grows at its end instead of at random pages
+    usage_id: `use_${created.toString(36).padStart(9, '0')}${newId('', 9).slice(1)}`,
     request_id: String(r.request_id ?? ''),
     city_id: r.city_id ?? null,
     user_id: r.user_id ?? null,
@@ -42,7 +44,7 @@ export function toRow(r: MeterRecord): Row {
     seconds: typeof r.seconds === 'number' && Number.isFinite(r.seconds) ? Math.max(0, r.seconds) : 0,
     credits: int(r.credits),
     duration_ms: int(r.duration_ms),
-    created_at: int(r.created_at) || Date.now(),
+    created_at: created,
   };
 }
 
