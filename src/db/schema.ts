@@ -70,6 +70,52 @@ export interface JobQueueTable {
   created_at: number;
 }
 
+export interface UsersTable {
+  city_id: string;
+  user_id: string;
+  name: string | null;
+  email: string | null;
+  email_verified: number;
+  avatar_url: string | null;
+  /** The lower-cased email when a provider verified it, else null (the key for linking). */
+  verified_email: string | null;
+  /** 'local' | 'github' | 'google' | 'token' */
+  created_via: string;
+  created_at: number;
+  updated_at: number;
+  last_login_at: number | null;
+}
+
+export interface UserIdentitiesTable {
+  city_id: string;
+  provider: string;
+  provider_user_id: string;
+  user_id: string;
+  username: string | null;
+  email: string | null;
+  email_verified: number;
+  created_at: number;
+  updated_at: number;
+  last_login_at: number | null;
+}
+
+export interface OAuthStatesTable {
+  state_hash: string;
+  city_id: string;
+  provider: string;
+  /** The PKCE verifier; emptied once the callback has used it. */
+  code_verifier: string;
+  redirect_uri: string;
+  return_to: string | null;
+  /** pending → exchanging → done → delivered, or failed */
+  status: 'pending' | 'exchanging' | 'done' | 'failed' | 'delivered';
+  user_id: string | null;
+  error: string | null;
+  created_at: number;
+  updated_at: number;
+  expires_at: number;
+}
+
 // Money (migration 030_money). Credits are integers: 1 USD = 1,000,000 credits.
 export interface BalancesTable {
   city_id: string;
@@ -190,6 +236,9 @@ export interface Schema {
   bureaus: BureausTable;
   ai_jobs: AiJobsTable;
   job_queue: JobQueueTable;
+  users: UsersTable;
+  user_identities: UserIdentitiesTable;
+  oauth_states: OAuthStatesTable;
   balances: BalancesTable;
   ledger: LedgerTable;
   holds: HoldsTable;

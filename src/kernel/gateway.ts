@@ -20,6 +20,7 @@ import type { BlobStore } from './storage.ts';
 import { fetchHttp, type UpstreamHttp } from './http.ts';
 import { KeyRing } from './tokens.ts';
 import { openApiDocument } from './openapi.ts';
+import { SCALAR_CDN, docsPage } from './docs.ts';
 
 export interface GatewayOptions {
   db: Db;
@@ -32,8 +33,9 @@ export interface GatewayOptions {
   http?: UpstreamHttp;
   logger?: Logger;
   config?: Partial<GatewayConfig>;
-  /** Background work keeper (Workers' ctx.waitUntil); Node keeps its own list. */
   envTtlMs?: number;
+  /** Scalar's standalone script for /docs, served by the gateway itself when given. */
+  docsScript?: () => Promise<BodyInit | null>;
 }
 
 export interface InitResult {
@@ -201,6 +203,13 @@ export function createGateway(opts: GatewayOptions): Gateway {
 
   let openapi: unknown = null;
   app.get('/openapi.json', (c) => c.json((openapi ??= openApiDocument(services.values(), { title: config.name, version: config.version }))));
+
+  app.get('/docs', (c) => c.html(docsPage(config.name, opts.docsScript ? '/docs/scalar.js' : SCALAR_CDN)));
+  app.get('/docs/scalar.js', async (c) => {
+    const body = await opts.docsScript?.();
+    if (!body) throw notFound('route_not_found', 'The docs script is not bundled with this deployment.');
+    return new Response(body, { headers: { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'public, max-age=86400' } });
+  });
 
   app.all('/v1/*', (c) => dispatch(c));
 

@@ -2,6 +2,7 @@
 // add a new file. Numbers are spaced by area so parallel work does not collide.
 import kernel from './001_kernel.ts';
 import ai from './010_ai.ts';
+import accounts from './020_accounts.ts';
 import money from './030_money.ts';
 
 export interface Migration {
@@ -12,5 +13,6 @@ export interface Migration {
 export const migrations: Migration[] = [
   { name: '001_kernel', statements: kernel },
   { name: '010_ai', statements: ai },
+  { name: '020_accounts', statements: accounts },
   { name: '030_money', statements: money },
 ];

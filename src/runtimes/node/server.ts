@@ -1,7 +1,9 @@
 // The Node runtime: embedded SQLite, an HTTP server, graceful stop on SIGTERM/SIGINT.
 import { serve } from '@hono/node-server';
+import { readFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { openNodeSqlite } from '../../db/dialects/node-sqlite.ts';
 import { createGateway, type Gateway } from '../../kernel/gateway.ts';
 import { jsonLogger, type Logger } from '../../kernel/log.ts';
@@ -12,6 +14,12 @@ import { LocalFileStore } from './file-store.ts';
 import { NodeJobRunner } from './job-runner.ts';
 import { loadProjectConfig } from './project-config.ts';
 import { undiciHttp } from './upstream-http.ts';
+
+// Scalar's self-contained browser build, next to the package's entry point.
+const scalarScript = async () => {
+  const entry = fileURLToPath(import.meta.resolve('@scalar/api-reference'));
+  return readFile(join(dirname(entry), 'browser/standalone.js'));
+};
 
 export interface RunningServer {
   url: string;
@@ -36,6 +44,7 @@ export async function startNodeServer(
     processEnv: env,
     logger,
     config: { localLogin: config.localLogin },
+    docsScript: scalarScript,
     http,
     jobs,
     storage: new LocalFileStore(join(config.dataDir, 'files')),
