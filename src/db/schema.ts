@@ -1,3 +1,5 @@
+import type { Generated } from 'kysely';
+
 // Kysely table types. Times are Unix epoch milliseconds (INTEGER); flags are 0/1.
 // Each service adds its tables here beside the migration that creates them.
 
@@ -114,6 +116,114 @@ export interface OAuthStatesTable {
   expires_at: number;
 }
 
+// Money (migration 030_money). Credits are integers: 1 USD = 1,000,000 credits.
+export interface BalancesTable {
+  city_id: string;
+  user_id: string;
+  credits: number;
+  opened_entry: string;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface LedgerTable {
+  seq: Generated<number>;
+  entry_id: string;
+  idempotency_key: string;
+  city_id: string;
+  user_id: string;
+  credits: number;
+  balance_after: number;
+  kind: 'grant' | 'adjust' | 'hold' | 'settle' | 'release' | 'expire' | 'topup';
+  ref: string | null;
+  request_id: string | null;
+  model: string | null;
+  reason: string | null;
+  actor: string | null;
+  created_at: number;
+}
+
+export interface HoldsTable {
+  hold_id: string;
+  city_id: string;
+  user_id: string;
+  request_id: string;
+  model: string;
+  mode: string;
+  credits: number;
+  status: 'held' | 'settled' | 'released' | 'expired';
+  cost: number | null;
+  closed_entry: string | null;
+  created_at: number;
+  closed_at: number | null;
+}
+
+export interface PaymentsTable {
+  payment_id: string;
+  city_id: string;
+  user_id: string;
+  provider: 'a' | 'b';
+  status: 'creating' | 'pending' | 'paid' | 'expired' | 'failed';
+  credits: number;
+  amount: number;
+  currency: string;
+  units: number | null;
+  provider_ref: string | null;
+  checkout_url: string | null;
+  credit_entry: string | null;
+  event_id: string | null;
+  amount_paid: number | null;
+  error: string | null;
+  created_at: number;
+  updated_at: number;
+  paid_at: number | null;
+}
+
+export interface PaymentEventsTable {
+  provider: string;
+  event_id: string;
+  type: string;
+  payment_id: string | null;
+  outcome: string;
+  deliveries: number;
+  first_at: number;
+  last_at: number;
+}
+
+export interface UsageTable {
+  seq: Generated<number>;
+  usage_id: string;
+  request_id: string;
+  city_id: string | null;
+  user_id: string | null;
+  identity: string;
+  model: string;
+  mode: string;
+  status: string;
+  error_code: string | null;
+  input_tokens: number;
+  output_tokens: number;
+  cached_tokens: number;
+  images: number;
+  seconds: number;
+  credits: number;
+  duration_ms: number;
+  created_at: number;
+}
+
+export interface UsageDailyTable {
+  day: string;
+  city_id: string;
+  model: string;
+  calls: number;
+  errors: number;
+  input_tokens: number;
+  output_tokens: number;
+  cached_tokens: number;
+  credits: number;
+  duration_ms: number;
+}
+
 export interface MigrationsTable {
   name: string;
   applied_at: number;
@@ -129,5 +239,12 @@ export interface Schema {
   users: UsersTable;
   user_identities: UserIdentitiesTable;
   oauth_states: OAuthStatesTable;
+  balances: BalancesTable;
+  ledger: LedgerTable;
+  holds: HoldsTable;
+  payments: PaymentsTable;
+  payment_events: PaymentEventsTable;
+  usage: UsageTable;
+  usage_daily: UsageDailyTable;
   _migrations: MigrationsTable;
 }

@@ -3,6 +3,7 @@
 import kernel from './001_kernel.ts';
 import ai from './010_ai.ts';
 import accounts from './020_accounts.ts';
+import money from './030_money.ts';
 
 export interface Migration {
   name: string;
@@ -13,4 +14,5 @@ export const migrations: Migration[] = [
   { name: '001_kernel', statements: kernel },
   { name: '010_ai', statements: ai },
   { name: '020_accounts', statements: accounts },
+  { name: '030_money', statements: money },
 ];

@@ -35,7 +35,12 @@ export const aiService = defineService({
     { key: 'AI_UPSTREAM_TIMEOUT_MS', description: 'Upstream deadline in ms (default 120000)', required: false },
   ],
   init(gw) {
-    registryOf(gw); // builds the registry now: a bad citygate.config.ts fails the boot, not a request
+    const reg = registryOf(gw); // builds the registry now: a bad citygate.config.ts fails the boot, not a request
+    if (gw.services.has('balance')) {
+      // Charging is on: a model without a price is free to call, which an operator should know.
+      const free = reg.all(gw.env).filter((m) => !pricesOf(gw, m)).map((m) => m.id);
+      if (free.length) gw.log('warn', 'models without a price are free to call', { models: free });
+    }
   },
   jobs: { image: runImage, video: runVideo },
   actions: {

@@ -1,0 +1,193 @@
+// Billing: reserve before an upstream call, settle or release after it, each one batch.
+//
+// A hold is a ledger debit (kind 'hold') made only when the balance covers it; closing the
+// hold writes one more ledger row (kind 'settle', 'release' or 'expire') in the same batch as
+// the hold's state change, guarded by that change. So the balance equals the sum of its
+// ledger at every commit, a crash between reserve and settle leaves a consistent (if still
+// held) balance, and each hold is closed exactly once whatever is retried or raced:
+//
+//   held ──settle──▶ settled        charge the measured cost, return the rest
+//   held ──release─▶ released       return everything (the upstream failed)
+//   held ──expire──▶ expired        the sweeper returns holds older than the hold TTL
+//   expired ─settle▶ settled        a call that outlived its hold is still charged, from the
+//                                   balance and never below zero
+import { sql } from 'kysely';
+import type { Db } from '../../db/database.ts';
+import { isUniqueViolation } from '../../db/database.ts';
+import type { GatewayContext } from '../../kernel/context.ts';
+import { newId } from '../../kernel/crypto.ts';
+import { GatewayError } from '../../kernel/errors.ts';
+import type { Billing, Hold } from '../../kernel/metering.ts';
+import { moveStatements, newEntryId, openStatements, OPEN_LEN, usdOf } from './ledger.ts';
+
+export const DEFAULT_HOLD_TTL_S = 3600;
+const SWEEP_EVERY_MS = 60_000;
+
+export function initialGrant(gw: GatewayContext): number {
+  const v = Number(gw.env.get('BALANCE_INITIAL_CREDITS') ?? 0);
+  return Number.isSafeInteger(v) && v > 0 ? v : 0;
+}
+
+function holdTtlMs(gw: GatewayContext): number {
+  const v = Number(gw.env.get('BALANCE_HOLD_TTL_SECONDS') ?? DEFAULT_HOLD_TTL_S);
+  return (Number.isFinite(v) && v > 0 ? v : DEFAULT_HOLD_TTL_S) * 1000;
+}
+
+export function insufficient(needed: number, available?: number): GatewayError {
+  const have = available === undefined ? '' : ` (available: ${available} credits)`;
+  return new GatewayError(
+    402,
+    'insufficient_credits',
+    `This call needs up to ${needed} credits (${usdOf(needed)} USD)${have}. Top up the balance and try again.`,
+  );
+}
+
+type Close = 'settle' | 'release' | 'expire';
+
+export class LedgerBilling implements Billing {
+  readonly gw: GatewayContext;
+  #lastSweep = 0;
+
+  constructor(gw: GatewayContext) {
+    this.gw = gw;
+  }
+
+  get db(): Db {
+    return this.gw.db;
+  }
+
+  async reserve(a: { cityId: string; userId: string; credits: number; requestId: string; model: string; mode: string }): Promise<Hold> {
+    this.#maybeSweep();
+    const credits = Math.max(0, Math.ceil(a.credits));
+    if (!Number.isSafeInteger(credits)) throw insufficient(a.credits);
+    const holdId = newId('hold', 12);
+    if (credits === 0) return { id: holdId, cityId: a.cityId, userId: a.userId, credits: 0 };
+    const at = Date.now();
+    const entryId = newEntryId();
+    const db = this.db;
+    const res = await db.batch([
+      ...openStatements(db, a.cityId, a.userId, initialGrant(this.gw), at),
+      ...moveStatements(db, {
+        entryId,
+        key: `hold:${holdId}`,
+        cityId: a.cityId,
+        userId: a.userId,
+        kind: 'hold',
+        delta: sql`${-credits}`,
+        guard: sql`b.credits >= ${credits}`,
+        ref: holdId,
+        requestId: a.requestId,
+        model: a.model,
+        at,
+      }),
+      sql`INSERT INTO holds (hold_id, city_id, user_id, request_id, model, mode, credits, status, created_at)
+        SELECT ${holdId}, ${a.cityId}, ${a.userId}, ${a.requestId}, ${a.model}, ${a.mode}, ${credits}, 'held', ${at}
+        WHERE EXISTS (SELECT 1 FROM ledger WHERE entry_id = ${entryId})`.compile(db.kysely),
+    ]);
+    if (res[OPEN_LEN].changes !== 1) {
+      const row = await db.kysely
+        .selectFrom('balances')
+        .select('credits')
+        .where('city_id', '=', a.cityId)
+        .where('user_id', '=', a.userId)
+        .executeTakeFirst();
+      throw insufficient(credits, row?.credits ?? 0);
+    }
+    return { id: holdId, cityId: a.cityId, userId: a.userId, credits };
+  }
+
+  /** Charges `credits` (the measured cost) and returns the rest of the hold; exactly once. Returns whether it applied. */
+  async settle(hold: Hold, credits: number): Promise<void> {
+    await this.close(hold, 'settle', Math.max(0, Math.ceil(credits)));
+  }
+
+  async release(hold: Hold): Promise<void> {
+    await this.close(hold, 'release', 0);
+  }
+
+  /**
+   * Closes a hold. The ledger row comes first, guarded by the hold's state and keyed
+   * `close:<hold>` (held → settled | released | expired: at most one of them, even if two
+   * dialects' isolation let two guards pass, the UNIQUE key lets one batch commit); the hold's
+   * state follows only if that row exists. The charge is capped by what the hold and the
+   * balance can cover, so it never drives a balance negative. A settle that finds its hold
+   * expired by the sweeper charges from the balance instead (`late:<hold>`, once).
+   */
+  async close(hold: Hold, how: Close, cost: number): Promise<boolean> {
+    const db = this.db;
+    if (hold.credits === 0) {
+      // A free reservation (nothing priced when reserved): charge a late cost, if any, from the balance.
+      if (how !== 'settle' || cost === 0) return false;
+      const at = Date.now();
+      const res = await db
+        .batch([
+          ...openStatements(db, hold.cityId, hold.userId, initialGrant(this.gw), at),
+          ...moveStatements(db, {
+            entryId: newEntryId(),
+            key: `late:${hold.id}`,
+            cityId: hold.cityId,
+            userId: hold.userId,
+            kind: 'settle',
+            delta: sql`-MIN(${cost}, b.credits)`,
+            ref: hold.id,
+            at,
+          }),
+        ])
+        .catch((e) => (isUniqueViolation(e) ? null : Promise.reject(e)));
+      return !!res && res[OPEN_LEN].changes === 1;
+    }
+    const to = how === 'settle' ? 'settled' : how === 'release' ? 'released' : 'expired';
+    const attempt = async (late: boolean): Promise<boolean> => {
+      const at = Date.now();
+      const entryId = newEntryId();
+      const delta =
+        how !== 'settle' ? sql`h.credits` : late ? sql`-MIN(${cost}, b.credits)` : sql`h.credits - MIN(${cost}, h.credits + b.credits)`;
+      const res = await db
+        .batch([
+          ...moveStatements(db, {
+            entryId,
+            key: `${late ? 'late' : 'close'}:${hold.id}`,
+            cityId: hold.cityId,
+            userId: hold.userId,
+            kind: how,
+            join: sql`JOIN holds h ON h.hold_id = ${hold.id} AND h.city_id = b.city_id AND h.user_id = b.user_id`,
+            guard: sql`h.status = ${late ? 'expired' : 'held'}`,
+            delta,
+            ref: hold.id,
+            at,
+          }),
+          sql`UPDATE holds SET status = ${to}, cost = ${how === 'settle' ? cost : null}, closed_entry = ${entryId}, closed_at = ${at}
+            WHERE hold_id = ${hold.id} AND EXISTS (SELECT 1 FROM ledger WHERE entry_id = ${entryId})`.compile(db.kysely),
+        ])
+        .catch((e) => (isUniqueViolation(e) ? null : Promise.reject(e)));
+      return !!res && res[0].changes === 1;
+    };
+    if (await attempt(false)) return true;
+    return how === 'settle' ? attempt(true) : false;
+  }
+
+  /** Returns holds older than the hold TTL (their request died with its process). */
+  async sweep(now = Date.now()): Promise<number> {
+    this.#lastSweep = now;
+    const stale = await this.db.kysely
+      .selectFrom('holds')
+      .select(['hold_id', 'city_id', 'user_id', 'credits'])
+      .where('status', '=', 'held')
+      .where('created_at', '<', now - holdTtlMs(this.gw))
+      .limit(500)
+      .execute();
+    let n = 0;
+    for (const h of stale) {
+      if (await this.close({ id: h.hold_id, cityId: h.city_id, userId: h.user_id, credits: h.credits }, 'expire', 0)) n++;
+    }
+    if (n > 0) this.gw.log('warn', 'expired stale credit holds', { count: n });
+    return n;
+  }
+
+  #maybeSweep(): void {
+    const now = Date.now();
+    if (now - this.#lastSweep < SWEEP_EVERY_MS) return;
+    this.#lastSweep = now;
+    this.gw.waitUntil(this.sweep(now));
+  }
+}

@@ -1,0 +1,172 @@
+// The 'metering' capability: AI calls hand their meter records here and go on. Records wait
+// in memory and are written in batches off the request path (after USAGE_FLUSH_MS, or at once
+// when USAGE_BATCH_SIZE are waiting), each batch together with the daily rollup it adds to,
+// and all of them on a graceful stop.
+//
+// What a hard kill (SIGKILL, power loss) can cost: the records of the last flush interval,
+// never money: charges live in the ledger, written on the request path by the billing batch.
+//
+// A batch that is retried after an ambiguous failure (its commit unknown) fails on the UNIQUE
+// usage_id of its first attempt if that attempt committed, and is then dropped: records and
+// rollup are applied exactly once.
+import { sql, type CompiledQuery, type Selectable } from 'kysely';
+import { isUniqueViolation } from '../../db/database.ts';
+import type { UsageTable } from '../../db/schema.ts';
+import type { GatewayContext } from '../../kernel/context.ts';
+import { newId } from '../../kernel/crypto.ts';
+import type { MeterRecord, MeteringSink } from '../../kernel/metering.ts';
+
+type Row = Omit<Selectable<UsageTable>, 'seq'>;
+
+const MAX_BUFFERED = 200_000;
+
+/** UTC day of an epoch-ms time, `YYYY-MM-DD`. */
+export const dayOf = (t: number) => new Date(t).toISOString().slice(0, 10);
+
+export function toRow(r: MeterRecord): Row {
+  const int = (n: unknown) => (typeof n === 'number' && Number.isFinite(n) ? Math.max(0, Math.round(n)) : 0);
+  const created = int(r.created_at) || Date.now();
+  return {
+    // time-ordered, so the UNIQUE index grows at its end instead of at random pages
+    usage_id: `use_${created.toString(36).padStart(9, '0')}${newId('', 9).slice(1)}`,
+    request_id: String(r.request_id ?? ''),
+    city_id: r.city_id ?? null,
+    user_id: r.user_id ?? null,
+    identity: r.identity,
+    model: String(r.model ?? ''),
+    mode: String(r.mode ?? ''),
+    status: r.status,
+    error_code: r.error_code ?? null,
+    input_tokens: int(r.input_tokens),
+    output_tokens: int(r.output_tokens),
+    cached_tokens: int(r.cached_tokens),
+    images: int(r.images),
+    seconds: typeof r.seconds === 'number' && Number.isFinite(r.seconds) ? Math.max(0, r.seconds) : 0,
+    credits: int(r.credits),
+    duration_ms: int(r.duration_ms),
+    created_at: created,
+  };
+}
+
+export class UsageBuffer implements MeteringSink {
+  readonly gw: GatewayContext;
+  #buf: Row[] = [];
+  #timer: ReturnType<typeof setTimeout> | null = null;
+  #wake: (() => void) | null = null;
+  #chain: Promise<void> = Promise.resolve();
+  #stopped = false;
+
+  constructor(gw: GatewayContext) {
+    this.gw = gw;
+  }
+
+  get pending(): number {
+    return this.#buf.length;
+  }
+
+  #num(key: string, dflt: number, min: number, max: number): number {
+    const v = Number(this.gw.env.get(key) ?? dflt);
+    return Number.isFinite(v) ? Math.min(max, Math.max(min, Math.floor(v))) : dflt;
+  }
+
+  record(r: MeterRecord): void {
+    try {
+      this.#buf.push(toRow(r));
+    } catch (e) {
+      this.gw.log('error', 'usage record dropped', { error: String(e) });
+      return;
+    }
+    if (this.#buf.length > MAX_BUFFERED) {
+      this.#buf.splice(0, this.#buf.length - MAX_BUFFERED);
+      this.gw.log('error', 'usage buffer full: oldest records dropped', { kept: MAX_BUFFERED });
+    }
+    if (this.#stopped || this.#buf.length >= this.#num('USAGE_BATCH_SIZE', 500, 1, 5000)) this.#flushSoon(0);
+    else if (!this.#timer) this.#flushSoon(this.#num('USAGE_FLUSH_MS', 250, 0, 60_000));
+  }
+
+  /** Schedules a flush, kept alive by the runtime (waitUntil) until it has run. */
+  #flushSoon(ms: number): void {
+    if (this.#timer) {
+      if (ms === 0) {
+        clearTimeout(this.#timer);
+        this.#wake?.(); // the scheduled flush runs now and drains everything buffered
+      }
+      return;
+    }
+    const done = new Promise<void>((resolve) => {
+      this.#wake = resolve;
+      this.#timer = setTimeout(resolve, ms);
+    }).then(() => {
+      this.#timer = null;
+      this.#wake = null;
+      return this.flush();
+    });
+    this.gw.waitUntil(done);
+  }
+
+  /** Writes everything buffered now; serialized, so batches never interleave. */
+  flush(): Promise<void> {
+    this.#chain = this.#chain.then(() => this.#drain());
+    return this.#chain;
+  }
+
+  async #drain(): Promise<void> {
+    const size = this.#num('USAGE_BATCH_SIZE', 500, 1, 5000);
+    while (this.#buf.length > 0) {
+      const batch = this.#buf.slice(0, size);
+      try {
+        await this.gw.db.batch(this.#statements(batch));
+      } catch (e) {
+        if (!isUniqueViolation(e)) {
+          this.gw.log('error', 'usage flush failed; will retry', { error: String(e), records: batch.length });
+          if (!this.#stopped && !this.#timer) this.#flushSoon(1000);
+          return;
+        }
+        // an earlier attempt of this very batch committed: it is in already
+      }
+      this.#buf.splice(0, batch.length);
+    }
+  }
+
+  #statements(rows: Row[]): CompiledQuery[] {
+    const k = this.gw.db.kysely;
+    const out: CompiledQuery[] = rows.map((r) => k.insertInto('usage').values(r).compile());
+    const groups = new Map<string, { day: string; city_id: string; model: string; calls: number; errors: number; input_tokens: number; output_tokens: number; cached_tokens: number; credits: number; duration_ms: number }>();
+    for (const r of rows) {
+      const day = dayOf(r.created_at);
+      const id = `${day}\u0000${r.city_id ?? ''}\u0000${r.model}`;
+      let g = groups.get(id);
+      if (!g) groups.set(id, (g = { day, city_id: r.city_id ?? '', model: r.model, calls: 0, errors: 0, input_tokens: 0, output_tokens: 0, cached_tokens: 0, credits: 0, duration_ms: 0 }));
+      g.calls++;
+      if (r.status !== 'ok') g.errors++;
+      g.input_tokens += r.input_tokens;
+      g.output_tokens += r.output_tokens;
+      g.cached_tokens += r.cached_tokens;
+      g.credits += r.credits;
+      g.duration_ms += r.duration_ms;
+    }
+    for (const g of groups.values()) {
+      out.push(
+        sql`INSERT INTO usage_daily (day, city_id, model, calls, errors, input_tokens, output_tokens, cached_tokens, credits, duration_ms)
+          VALUES (${g.day}, ${g.city_id}, ${g.model}, ${g.calls}, ${g.errors}, ${g.input_tokens}, ${g.output_tokens}, ${g.cached_tokens}, ${g.credits}, ${g.duration_ms})
+          ON CONFLICT (day, city_id, model) DO UPDATE SET
+            calls = calls + excluded.calls, errors = errors + excluded.errors,
+            input_tokens = input_tokens + excluded.input_tokens, output_tokens = output_tokens + excluded.output_tokens,
+            cached_tokens = cached_tokens + excluded.cached_tokens, credits = credits + excluded.credits,
+            duration_ms = duration_ms + excluded.duration_ms`.compile(k),
+      );
+    }
+    return out;
+  }
+
+  /** Graceful stop: write everything; later records are written at once. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    if (this.#timer) {
+      clearTimeout(this.#timer);
+      this.#timer = null;
+      this.#wake?.();
+    }
+    await this.flush();
+  }
+}
