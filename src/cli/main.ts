@@ -1,11 +1,7 @@
 #!/usr/bin/env node
 // The citygate command line.
-import { adminKeyCommand } from './admin-key.ts';
-import { citiesCommand, envCommand, gatewaysCommand, modelsCommand, tokensCommand, usageCommand } from './admin.ts';
-import { deployCommand } from './deploy/index.ts';
-import { initCommand } from './init.ts';
+// Commands load lazily: `citygate cities list` does not pay for the server's imports.
 import { CliError } from './output.ts';
-import { serveCommand } from './serve.ts';
 
 const USAGE = `usage: citygate <command>
 
@@ -26,17 +22,20 @@ const USAGE = `usage: citygate <command>
 Admin commands act on the current gateway or --gateway NAME|URL; --json prints JSON.
 `;
 
-const commands: Record<string, (args: string[]) => Promise<number>> = {
-  serve: serveCommand,
-  init: initCommand,
-  deploy: deployCommand,
-  gateways: gatewaysCommand,
-  cities: citiesCommand,
-  tokens: tokensCommand,
-  env: envCommand,
-  models: modelsCommand,
-  usage: usageCommand,
-  'admin-key': adminKeyCommand,
+type Run = (args: string[]) => Promise<number>;
+const admin = (name: 'citiesCommand' | 'envCommand' | 'gatewaysCommand' | 'modelsCommand' | 'tokensCommand' | 'usageCommand'): Run => async (a) =>
+  (await import('./admin.ts'))[name](a);
+const commands: Record<string, Run> = {
+  serve: async () => (await import('./serve.ts')).serveCommand(),
+  init: async (a) => (await import('./init.ts')).initCommand(a),
+  deploy: async (a) => (await import('./deploy/index.ts')).deployCommand(a),
+  gateways: admin('gatewaysCommand'),
+  cities: admin('citiesCommand'),
+  tokens: admin('tokensCommand'),
+  env: admin('envCommand'),
+  models: admin('modelsCommand'),
+  usage: admin('usageCommand'),
+  'admin-key': async (a) => (await import('./admin-key.ts')).adminKeyCommand(a),
 };
 
 const [cmd, ...args] = process.argv.slice(2);
