@@ -58,6 +58,9 @@ export function print(o: Out, result: unknown, columns?: (string | [string, stri
   const items = (result as { items?: unknown })?.items;
   if (Array.isArray(items)) return o.write(table(items as Record<string, unknown>[], columns));
   if (Array.isArray(result)) return o.write(table(result as Record<string, unknown>[], columns));
-  if (result && typeof result === 'object') return o.write(record(result as Record<string, unknown>));
+  if (result && typeof result === 'object') {
+    // One resource of a listable kind prints as a one-row table, like its list.
+    return o.write(columns ? table([result as Record<string, unknown>], columns) : record(result as Record<string, unknown>));
+  }
   o.line(String(result));
 }

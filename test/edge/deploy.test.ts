@@ -209,6 +209,77 @@ describe('citygate deploy', () => {
     assert.ok(JSON.parse(json.stdout).items.some((c: { city_id: string }) => c.city_id === 'deployed'));
   });
 
+  test('admin commands: tokens, env, cities transitions, admin-key (tables by default, --json for scripts)', async () => {
+    const tok = await s.cli(['tokens', 'apply', '--city', 'deployed', '--user', 'alice', '--json']);
+    assert.equal(tok.code, 0, tok.stderr);
+    const t = JSON.parse(tok.stdout);
+    assert.equal(t.city_id, 'deployed');
+    assert.match(t.user_token, /^eyJ/);
+
+    assert.equal((await s.cli(['env', 'set', 'TEXTPROVIDER_API_KEY', 'sk-edge-0123456789abcdef'])).code, 0);
+    assert.equal((await s.cli(['env', 'set', 'GATEWAY_CITY_BASE_URL=https://city.example.com'])).code, 0);
+    const envTable = await s.cli(['env', 'list']);
+    assert.match(envTable.stdout, /^KEY\s+VALUE\s+SECRET/m);
+    assert.match(envTable.stdout, /^TEXTPROVIDER_API_KEY\s+••••••••cdef\s+true/m);
+    assert.ok(!envTable.stdout.includes('sk-edge-0123456789abcdef'));
+    const revealed = JSON.parse((await s.cli(['env', 'list', '--reveal', '--json'])).stdout);
+    assert.equal(revealed.items.find((e: { key: string }) => e.key === 'TEXTPROVIDER_API_KEY').value, 'sk-edge-0123456789abcdef');
+    const file = join(s.dir, 'prod.env');
+    writeFileSync(file, 'OAUTH_A_CLIENT_ID=abc\nOAUTH_A_CLIENT_SECRET="s3cret value"\n');
+    const imported = await s.cli(['env', 'import', file, '--json']);
+    assert.equal(JSON.parse(imported.stdout).imported, 2);
+    assert.equal((await s.cli(['env', 'rm', 'OAUTH_A_CLIENT_ID'])).code, 0);
+    const missing = await s.cli(['env', 'rm', 'OAUTH_A_CLIENT_ID']);
+    assert.equal(missing.code, 1);
+    assert.match(missing.stderr, /^citygate env: 404 env_key_not_found: /m);
+
+    assert.match((await s.cli(['cities', 'pause', 'deployed'])).stdout, /^deployed\s+Deployed City\s+paused/m);
+    assert.match((await s.cli(['cities', 'activate', 'deployed'])).stdout, /^deployed\s+Deployed City\s+active/m);
+    const dup = await s.cli(['cities', 'create', 'Again', '--id', 'deployed']);
+    assert.equal(dup.code, 1);
+    assert.match(dup.stderr, /409 city_exists/);
+
+    const key = await worker.adminKey();
+    const masked = await s.cli(['admin-key']);
+    assert.equal(masked.code, 0, masked.stderr);
+    assert.ok(!masked.stdout.includes(key), 'masked by default');
+    assert.equal((await s.cli(['admin-key', '--show'])).stdout.trim(), key);
+  });
+
+  test('models and usage call the gateway and print its answer or its error cleanly', async () => {
+    for (const cmd of [['models'], ['usage']]) {
+      const r = await s.cli(cmd);
+      if (r.code === 0) assert.ok(r.stdout.trim().length > 0);
+      else {
+        assert.equal(r.code, 1);
+        assert.match(r.stderr, new RegExp(`^citygate ${cmd[0]}: \\d{3} [a-z_]+: `, 'm'));
+        assert.ok(!r.stderr.includes('    at '), 'no stack trace');
+      }
+    }
+  });
+
+  test('gateways: list, add, use, remove; --gateway URL with CITYGATE_ADMIN_KEY', async () => {
+    const list = await s.cli(['gateways', 'list']);
+    assert.match(list.stdout, /^\*\s+edge-gw\s+http:\/\/127\.0\.0\.1:\d+\s+cg_admin_/m);
+    assert.ok(!list.stdout.includes(await worker.adminKey()));
+    const add = await s.cli(['gateways', 'add', worker.url, '--name', 'other', '--admin-key', 'cg_admin_wrong-key-000000000000000', '--no-use']);
+    assert.equal(add.code, 0, add.stderr);
+    assert.equal((await s.cli(['gateways', 'use', 'other'])).code, 0);
+    const refused = await s.cli(['cities', 'list']);
+    assert.equal(refused.code, 1);
+    assert.match(refused.stderr, /401 invalid_token/);
+    const byUrl = await runCli(['cities', 'list', '--gateway', worker.url + '/', '--json'], { env: { ...s.env, CITYGATE_ADMIN_KEY: await worker.adminKey() } });
+    assert.equal(byUrl.code, 0, byUrl.stderr);
+    assert.equal((await s.cli(['gateways', 'use', 'edge-gw'])).code, 0);
+    assert.equal((await s.cli(['gateways', 'remove', 'other'])).code, 0);
+    const json = JSON.parse((await s.cli(['gateways', 'list', '--json'])).stdout);
+    assert.deepEqual(json.items.map((g: { name: string }) => g.name), ['edge-gw']);
+    assert.equal(json.current, 'edge-gw');
+    const unknown = await s.cli(['gateways', 'frobnicate']);
+    assert.equal(unknown.code, 1);
+    assert.match(unknown.stderr, /unknown subcommand/);
+  });
+
   test('a redeploy finds the resources, bumps the version again and keeps the data', async () => {
     const before = s.calls().length;
     const r = await s.cli(['deploy', '--account-id', ACCOUNT], dir);
