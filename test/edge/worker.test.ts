@@ -6,7 +6,8 @@ import { after, before, describe, test } from 'node:test';
 import { join } from 'node:path';
 import { startGateway, type TestGateway } from '../helpers/gateway.ts';
 import { call, client } from '../helpers/http.ts';
-import { bundleWorker, startWorker, type TestWorker } from '../helpers/worker.ts';
+import { readFileSync } from 'node:fs';
+import { bundleWorker, nodeBuiltinImports, startWorker, type TestWorker } from '../helpers/worker.ts';
 import { conformance } from './conformance.ts';
 
 const PROBE_ENTRY = join(import.meta.dirname, 'fixtures/probe-worker.ts');
@@ -100,6 +101,12 @@ describe('Worker in workerd (Miniflare, local D1/Queues/R2)', () => {
     assert.equal((await call(w.url, 'GET', '/v1/cities/list', { token })).status, 403);
     assert.equal((await again.get('/v1/env/list?reveal=true')).body.items.find((e: { key: string }) => e.key === 'GATEWAY_CITY_BASE_URL')?.value, 'https://city.example.com');
   });
+});
+
+test('shared code uses no Node-only API: the wrangler bundle (no nodejs_compat) imports no node: module', () => {
+  assert.deepEqual(nodeBuiltinImports(readFileSync(bundle, 'utf8')), []);
+  // The detector itself finds what wrangler leaves external.
+  assert.deepEqual(nodeBuiltinImports('import { readFileSync } from "node:fs";\nconst x = await import("node:sqlite");'), ['node:fs', 'node:sqlite']);
 });
 
 describe('cold start', () => {

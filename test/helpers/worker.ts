@@ -3,7 +3,7 @@
 // shared code fails here), with a local D1 persisted to a directory, a local queue whose
 // consumer is the same Worker, and a local R2 bucket.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join, resolve } from 'node:path';
 import { Miniflare, convertV4MiniflareOptions } from 'miniflare';
@@ -46,8 +46,20 @@ export function bundleWorker(entry = WORKER_ENTRY): string {
   const js = readdirSync(join(dir, 'out')).filter((f) => f.endsWith('.js'));
   if (js.length !== 1) throw new Error(`expected one bundle in ${join(dir, 'out')}, found: ${js.join(', ')}`);
   const out = join(dir, 'out', js[0]);
+  // Without nodejs_compat, wrangler leaves `node:*` imports external and the Worker would
+  // fail to load on Cloudflare: shared code must not use Node-only APIs.
+  const nodeImports = nodeBuiltinImports(readFileSync(out, 'utf8'));
+  if (nodeImports.length) throw new Error(`the Worker bundle of ${entry} imports Node-only modules: ${nodeImports.join(', ')}`);
   bundles.set(entry, out);
   return out;
+}
+
+/** `node:*` (and bare Node built-in) modules a bundle still imports. */
+export function nodeBuiltinImports(code: string): string[] {
+  const found = new Set<string>();
+  const re = /(?:\bfrom\s*|\bimport\s*\(\s*|\brequire\s*\(\s*|^\s*import\s*)["']((?:node:)?(?:fs|path|os|crypto|child_process|net|http|https|sqlite|stream|url|util|worker_threads|zlib|events|buffer|async_hooks|module|process|tls|dns)(?:\/[a-z]+)?|node:[a-z_/]+)["']/gm;
+  for (const m of code.matchAll(re)) found.add(m[1]);
+  return [...found];
 }
 
 export interface WorkerStartOptions {
