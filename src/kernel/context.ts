@@ -2,6 +2,7 @@
 // need each other go through capabilities (`provide`/`use`) and hooks.
 import type { Db } from '../db/database.ts';
 import type { CityStatusCache } from './city-status.ts';
+import type { UpstreamHttp } from './http.ts';
 import type { JobQueue } from './jobs.ts';
 import type { Logger } from './log.ts';
 import type { RuntimeEnv } from './runtime-env.ts';
@@ -25,6 +26,8 @@ export interface GatewayContext {
   readonly cities: CityStatusCache;
   readonly jobs: JobQueue;
   readonly storage: BlobStore | null;
+  /** Outbound HTTP to upstream providers, chosen by the runtime. */
+  readonly http: UpstreamHttp;
   readonly log: Logger;
   readonly config: GatewayConfig;
   /** The mounted services, by id. */

@@ -13,11 +13,14 @@ import { parseJsonBody, parseQuery, readBody, validate } from './input.ts';
 import type { JobMessage, JobQueue } from './jobs.ts';
 import { jsonLogger, type Logger } from './log.ts';
 import { ADMIN_KEY_PREFIX } from './identity.ts';
-import { randomToken } from './crypto.ts';
+import { newId, randomToken } from './crypto.ts';
 import { RuntimeEnv, type ProcessEnv } from './runtime-env.ts';
-import type { AnyAction, ServiceDef } from './service.ts';
+import type { AnyAction, RequestTiming, ServiceDef } from './service.ts';
 import type { BlobStore } from './storage.ts';
+import { fetchHttp, type UpstreamHttp } from './http.ts';
 import { KeyRing } from './tokens.ts';
+import { openApiDocument } from './openapi.ts';
+import { SCALAR_CDN, docsPage } from './docs.ts';
 
 export interface GatewayOptions {
   db: Db;
@@ -26,10 +29,13 @@ export interface GatewayOptions {
   processEnv?: ProcessEnv;
   jobs?: JobQueue;
   storage?: BlobStore | null;
+  /** Outbound HTTP to upstream providers (undici pool on Node); default: the platform's fetch. */
+  http?: UpstreamHttp;
   logger?: Logger;
   config?: Partial<GatewayConfig>;
-  /** Background work keeper (Workers' ctx.waitUntil); Node keeps its own list. */
   envTtlMs?: number;
+  /** Scalar's standalone script for /docs, served by the gateway itself when given. */
+  docsScript?: () => Promise<BodyInit | null>;
 }
 
 export interface InitResult {
@@ -82,6 +88,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     cities,
     jobs: opts.jobs ?? inlineQueue(() => gateway),
     storage: opts.storage ?? null,
+    http: opts.http ?? fetchHttp(),
     log,
     config,
     services,
@@ -124,7 +131,18 @@ export function createGateway(opts: GatewayOptions): Gateway {
 
   app.use('*', async (c, next) => {
     const started = performance.now();
+    const timing: RequestTiming = { startedAt: started, upstreamMs: 0 };
+    c.set('timing' as never, timing as never);
     await next();
+    // Time spent in citygate, upstream waits excluded (for a stream: up to its first byte).
+    const overhead = Math.max(0, performance.now() - started - timing.upstreamMs);
+    const requestId = c.get('requestId' as never) as string | undefined;
+    try {
+      c.res.headers.set('x-citygate-overhead-ms', overhead.toFixed(2));
+      if (requestId) c.res.headers.set('x-request-id', requestId);
+    } catch {
+      /* immutable headers (a proxied Response): leave them */
+    }
     const identity = c.get('identity' as never) as Identity | undefined;
     log('info', 'request', {
       method: c.req.method,
@@ -185,6 +203,16 @@ export function createGateway(opts: GatewayOptions): Gateway {
     });
   });
 
+  let openapi: unknown = null;
+  app.get('/openapi.json', (c) => c.json((openapi ??= openApiDocument(services.values(), { title: config.name, version: config.version }))));
+
+  app.get('/docs', (c) => c.html(docsPage(config.name, opts.docsScript ? '/docs/scalar.js' : SCALAR_CDN)));
+  app.get('/docs/scalar.js', async (c) => {
+    const body = await opts.docsScript?.();
+    if (!body) throw notFound('route_not_found', 'The docs script is not bundled with this deployment.');
+    return new Response(body, { headers: { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'public, max-age=86400' } });
+  });
+
   app.all('/v1/*', (c) => dispatch(c));
 
   app.notFound((c) => notFound('route_not_found', `No route ${c.req.method} ${new URL(c.req.url).pathname}.`).toResponse());
@@ -196,6 +224,8 @@ export function createGateway(opts: GatewayOptions): Gateway {
 
   async function dispatch(c: Context): Promise<Response> {
     const req = c.req.raw;
+    const requestId = newId('req', 12);
+    c.set('requestId' as never, requestId as never);
     const url = new URL(req.url);
     const [serviceId, ...rest] = url.pathname.slice('/v1/'.length).split('/');
     const actionPath = rest.join('/');
@@ -251,6 +281,8 @@ export function createGateway(opts: GatewayOptions): Gateway {
       signal: req.signal,
       rawBody,
       rest: restPath,
+      requestId,
+      timing: (c.get('timing' as never) as RequestTiming | undefined) ?? { startedAt: performance.now(), upstreamMs: 0 },
     });
     if (result instanceof Response) return result;
     return c.json(result ?? { ok: true });

@@ -22,6 +22,16 @@ export interface ActionContext<I> {
   rawBody(): Promise<Uint8Array>;
   /** For actions whose id ends in `/*`: the rest of the path after the prefix. */
   rest: string;
+  /** This request's id (also sent back as `x-request-id`). */
+  requestId: string;
+  /** Add upstream waits to `upstreamMs`: the kernel reports the rest as `x-citygate-overhead-ms`. */
+  timing: RequestTiming;
+}
+
+export interface RequestTiming {
+  /** performance.now() when the request arrived. */
+  startedAt: number;
+  upstreamMs: number;
 }
 
 export interface ActionDef<S extends z.ZodType = z.ZodType, R = unknown> {

@@ -1,10 +1,12 @@
 // The stock catalog of services, in the order health lists them. Other folders add theirs here.
 import type { ServiceDef } from '../kernel/service.ts';
+import { accountsService } from './accounts/index.ts';
+import { aiService } from './ai/index.ts';
 import { bureausService } from './bureaus/index.ts';
 import { citiesService } from './cities/index.ts';
 import { envService } from './env/index.ts';
 
-export const stockServices: ServiceDef[] = [envService, citiesService, bureausService];
+export const stockServices: ServiceDef[] = [envService, citiesService, bureausService, accountsService, aiService];
 
 /** The services named by a GATEWAY_SERVICES list (comma-separated), or all of them. */
 export function selectServices(list: string | undefined, all: ServiceDef[] = stockServices): ServiceDef[] {

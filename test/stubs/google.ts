@@ -76,7 +76,7 @@ export async function startGoogleStub(opts: GoogleStubOptions = {}) {
   const expiresIn = opts.expiresIn ?? 3599;
   const nextId = idFactory(opts.seed ?? defaultSeed("google"));
   let registeredRedirectUri: string | undefined = opts.redirectUri;
-  let user: GoogleUser = { ...DEFAULT_GOOGLE_USER, ...opts.user };
+  let user: GoogleUser = makeUser(opts.user ?? {});
   let denyNext: { description: string | null } | null = null;
   const tokenFailures: TokenFailure[] = [];
   const apiFailures: TokenFailure[] = [];
@@ -306,8 +306,9 @@ export async function startGoogleStub(opts: GoogleStubOptions = {}) {
     get redirectUri() {
       return registeredRedirectUri;
     },
+    /** who logs in at the next authorize; given_name/family_name are derived from a new name unless given */
     setUser(next: Partial<GoogleUser>) {
-      user = { ...DEFAULT_GOOGLE_USER, ...next };
+      user = makeUser(next);
     },
     setRedirectUri(uri: string | undefined) {
       registeredRedirectUri = uri;
@@ -333,6 +334,17 @@ export async function startGoogleStub(opts: GoogleStubOptions = {}) {
     },
     close: http.close,
   };
+}
+
+function makeUser(partial: Partial<GoogleUser>): GoogleUser {
+  const out: GoogleUser = { ...DEFAULT_GOOGLE_USER, ...partial };
+  if (partial.name !== undefined && partial.given_name === undefined && partial.family_name === undefined) {
+    const [given, ...rest] = partial.name.split(" ");
+    out.given_name = given ?? partial.name;
+    if (rest.length > 0) out.family_name = rest.join(" ");
+    else delete out.family_name;
+  }
+  return out;
 }
 
 function failureResponse(failure: TokenFailure): StubResponse {

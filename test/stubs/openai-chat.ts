@@ -319,7 +319,7 @@ export function streamEvents(plan: ChatPlan, id: string, model: string, created:
     emit(`{"role":"assistant","content":"","refusal":null}`, null);
     // one word per chunk, with its leading whitespace, so the chunks concatenate to the content
     const content = plan.content ?? "";
-    const pieces = content.match(/\s*\S+/g) ?? [];
+    const pieces: string[] = content.match(/\s*\S+/g) ?? [];
     let used = 0;
     for (const p of pieces) used += p.length;
     if (used < content.length) {

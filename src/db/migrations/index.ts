@@ -1,10 +1,16 @@
 // Forward-only migrations, applied in this order at boot. Never edit one that has shipped:
 // add a new file. Numbers are spaced by area so parallel work does not collide.
 import kernel from './001_kernel.ts';
+import ai from './010_ai.ts';
+import accounts from './020_accounts.ts';
 
 export interface Migration {
   name: string;
   statements: string[];
 }
 
-export const migrations: Migration[] = [{ name: '001_kernel', statements: kernel }];
+export const migrations: Migration[] = [
+  { name: '001_kernel', statements: kernel },
+  { name: '010_ai', statements: ai },
+  { name: '020_accounts', statements: accounts },
+];

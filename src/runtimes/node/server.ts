@@ -1,11 +1,25 @@
 // The Node runtime: embedded SQLite, an HTTP server, graceful stop on SIGTERM/SIGINT.
 import { serve } from '@hono/node-server';
+import { readFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { openNodeSqlite } from '../../db/dialects/node-sqlite.ts';
 import { createGateway, type Gateway } from '../../kernel/gateway.ts';
 import { jsonLogger, type Logger } from '../../kernel/log.ts';
+import { AI_CONFIG } from '../../services/ai/state.ts';
 import { selectServices } from '../../services/index.ts';
 import { readNodeConfig, type NodeConfig } from './config.ts';
+import { LocalFileStore } from './file-store.ts';
+import { NodeJobRunner } from './job-runner.ts';
+import { loadProjectConfig } from './project-config.ts';
+import { undiciHttp } from './upstream-http.ts';
+
+// Scalar's self-contained browser build, next to the package's entry point.
+const scalarScript = async () => {
+  const entry = fileURLToPath(import.meta.resolve('@scalar/api-reference'));
+  return readFile(join(dirname(entry), 'browser/standalone.js'));
+};
 
 export interface RunningServer {
   url: string;
@@ -20,14 +34,24 @@ export async function startNodeServer(
 ): Promise<RunningServer> {
   const config = readNodeConfig(env);
   const db = openNodeSqlite(config.databasePath);
+  const logger = opts.logger ?? jsonLogger();
+  const project = await loadProjectConfig();
+  const http = undiciHttp();
+  const jobs = new NodeJobRunner(db, logger);
   const gateway = createGateway({
     db,
     services: selectServices(config.services),
     processEnv: env,
-    logger: opts.logger ?? jsonLogger(),
+    logger,
     config: { localLogin: config.localLogin },
+    docsScript: scalarScript,
+    http,
+    jobs,
+    storage: new LocalFileStore(join(config.dataDir, 'files')),
   });
+  if (project.config.ai) gateway.context.provide(AI_CONFIG, project.config.ai);
   const { generatedAdminKey } = await gateway.init();
+  jobs.start(gateway);
   if (generatedAdminKey) {
     process.stderr.write(
       `\ncitygate: generated the admin key (shown once):\n\n  ${generatedAdminKey}\n\n` +
@@ -48,11 +72,14 @@ export async function startNodeServer(
   const stop = () =>
     (stopping ??= (async () => {
       // Stop accepting, let in-flight requests finish, flush, then close the database.
+      // Running background jobs are handed back to the queue for the next boot.
+      await jobs.stop();
       await new Promise<void>((resolve) => {
         server.close(() => resolve());
         (server as unknown as { closeIdleConnections?: () => void }).closeIdleConnections?.();
       });
       await gateway.stop();
+      await http.close().catch(() => {});
       await db.close();
     })());
 

@@ -8,6 +8,7 @@ import { boundCity, type Identity } from '../../kernel/identity.ts';
 import { action, defineService } from '../../kernel/service.ts';
 import { getCity, insertCity, listCities, setCityStatus, toCity, type CityRow } from './store.ts';
 import { issueUserToken, tokenApplyInput } from './tokens.ts';
+import { ACCOUNTS, type AccountsCapability } from '../accounts/capability.ts';
 
 export const cityIdSchema = z
   .string()
@@ -44,6 +45,13 @@ export const citiesService = defineService({
       handler: async ({ gateway, identity }) => ({
         items: (await listCities(gateway.db, boundCity(identity) ?? undefined)).map(toCity),
       }),
+    }),
+    current: action({
+      method: 'GET',
+      auth: ['user', 'bureau'],
+      summary: 'The city this credential is bound to',
+      input: z.object({ city_id: z.string().optional() }),
+      handler: async ({ gateway, identity }) => toCity(await requireCity(gateway, boundCity(identity)!)),
     }),
     get: action({
       method: 'GET',
@@ -97,6 +105,8 @@ export const citiesService = defineService({
       handler: async ({ gateway, input, identity }) => {
         const city = await requireCity(gateway, input.city_id, identity);
         if (city.status === 'paused') throw conflict('city_paused', 'Tokens cannot be issued for a paused city.', 'city_id');
+        // The user joins the city's user directory (accounts/users) when accounts is mounted.
+        await gateway.use<AccountsCapability>(ACCOUNTS)?.registerUser({ city_id: input.city_id, user_id: input.user_id, via: 'token' });
         return issueUserToken(gateway, input);
       },
     }),

@@ -1,0 +1,157 @@
+// Child processes for the benchmark: every server (stub, each gateway) runs in its own
+// process, on the same Node as the harness (process.execPath), so none shares the load
+// generator's event loop.
+import { fork, spawn, type ChildProcess } from "node:child_process";
+import { closeSync, mkdtempSync, openSync, readFileSync, readSync, fstatSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+export type ServerProcess = {
+  name: string;
+  pid: number;
+  child: ChildProcess;
+  /** stdout + stderr of the process go to this file (not through the harness's event loop). */
+  logPath: string;
+  /** The last few KB of that file. */
+  logTail(): string;
+  stop(): Promise<void>;
+};
+
+export type SpawnOptions = {
+  name: string;
+  /** Arguments after the node executable, e.g. [script, "serve"]. */
+  args: string[];
+  /** Extra node flags, e.g. ["--import", "./preload.ts"]. */
+  nodeArgs?: string[];
+  env?: Record<string, string>;
+  cwd?: string;
+  /** Use fork() and an IPC channel. */
+  ipc?: boolean;
+  /** Called right after the process is created (e.g. to listen for IPC messages). */
+  onSpawn?: (child: ChildProcess) => void;
+  /** Resolves when the server is ready; polled until it returns true. */
+  ready: () => Promise<boolean>;
+  timeoutMs?: number;
+};
+
+const live = new Set<ChildProcess>();
+process.on("exit", () => {
+  for (const child of live) child.kill("SIGKILL");
+});
+
+const LOG_TAIL = 8192;
+let logDir: string | undefined;
+
+/** The directory holding every server's log file for this run. */
+export function logDirectory(): string {
+  logDir ??= mkdtempSync(join(tmpdir(), "citygate-bench-logs-"));
+  return logDir;
+}
+
+function readTail(path: string): string {
+  let fd: number | undefined;
+  try {
+    fd = openSync(path, "r");
+    const size = fstatSync(fd).size;
+    const len = Math.min(size, LOG_TAIL);
+    const buf = Buffer.alloc(len);
+    readSync(fd, buf, 0, len, size - len);
+    return buf.toString("utf8");
+  } catch {
+    return "";
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
+export async function spawnServer(opts: SpawnOptions): Promise<ServerProcess> {
+  const env = { ...process.env, ...opts.env };
+  // Output goes straight to a file: a chatty server (request logs) must not cost the load
+  // generator, which runs in this process, any CPU.
+  const logPath = join(logDirectory(), `${opts.name}.log`);
+  const out = openSync(logPath, "w");
+  const child = opts.ipc
+    ? fork(opts.args[0], opts.args.slice(1), { execPath: process.execPath, execArgv: opts.nodeArgs ?? [], env, cwd: opts.cwd, stdio: ["ignore", out, out, "ipc"] })
+    : spawn(process.execPath, [...(opts.nodeArgs ?? []), ...opts.args], { env, cwd: opts.cwd, stdio: ["ignore", out, out] });
+  closeSync(out);
+  live.add(child);
+  opts.onSpawn?.(child);
+  const tail = () => readTail(logPath);
+  let exited: string | undefined;
+  const exitPromise = new Promise<void>((resolve) => {
+    child.once("exit", (code, signal) => {
+      exited = `exited with ${signal ?? code}`;
+      live.delete(child);
+      resolve();
+    });
+  });
+
+  const deadline = Date.now() + (opts.timeoutMs ?? 20_000);
+  for (;;) {
+    if (exited) throw new Error(`${opts.name} ${exited} before it was ready:\n${tail()}`);
+    if (await opts.ready().catch(() => false)) break;
+    if (Date.now() > deadline) {
+      child.kill("SIGKILL");
+      throw new Error(`${opts.name} was not ready within ${opts.timeoutMs ?? 20_000} ms:\n${tail()}`);
+    }
+    await sleep(50);
+  }
+
+  return {
+    name: opts.name,
+    pid: child.pid!,
+    child,
+    logPath,
+    logTail: tail,
+    async stop() {
+      if (exited) return;
+      child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), 5000);
+      await exitPromise;
+      clearTimeout(timer);
+    },
+  };
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** A TCP port that was free a moment ago. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** True once anything answers HTTP at url (any status counts: the server is up). */
+export async function answersHttp(url: string): Promise<boolean> {
+  try {
+    const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
+    await res.arrayBuffer();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Peak (VmHWM) and current (VmRSS) resident set size of a live process, in MB. */
+export function memoryOf(pid: number): { peakRssMb: number; rssMb: number } | undefined {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, "utf8");
+    const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? NaN);
+    return { peakRssMb: round1(kb("VmHWM") / 1024), rssMb: round1(kb("VmRSS") / 1024) };
+  } catch {
+    return undefined;
+  }
+}
+
+function round1(n: number): number {
+  return Math.round(n * 10) / 10;
+}

@@ -1,0 +1,220 @@
+// The servers the benchmark loads. Each target starts (if needed) in its own process and
+// tells the harness where to POST chat completions and with which headers. All of them end
+// at the same OpenAI stub (bench/stub.ts), so the difference between targets is the gateway.
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { answersHttp, freePort, spawnServer, type ServerProcess } from "./processes.ts";
+import type { StubProcess } from "./stub.ts";
+
+export const REPO_ROOT = fileURLToPath(new URL("..", import.meta.url));
+
+export type TargetContext = {
+  stub: StubProcess;
+  /** Model name sent in every request. */
+  model: string;
+};
+
+export type RunningTarget = {
+  name: string;
+  /** Full URL of this target's chat completions endpoint. */
+  chatUrl: string;
+  /** Headers sent with every request (besides content-type). */
+  headers: Record<string, string>;
+  /** The server process measured for memory (the stub itself for `direct`). */
+  process: ServerProcess;
+  /** Facts worth printing with the results (versions, workarounds). */
+  notes: string[];
+  stop(): Promise<void>;
+};
+
+export type Skipped = { skipped: string };
+
+export type Target = {
+  name: string;
+  description: string;
+  start(ctx: TargetContext): Promise<RunningTarget | Skipped>;
+};
+
+// ---- (a) direct: the stub itself, the ceiling -------------------------------------------
+
+export const direct: Target = {
+  name: "direct",
+  description: "straight to the OpenAI stub (no gateway): the ceiling",
+  async start({ stub }) {
+    return {
+      name: "direct",
+      chatUrl: `${stub.url}/chat/completions`,
+      headers: { authorization: `Bearer ${stub.apiKey}` },
+      process: stub.process,
+      notes: [],
+      stop: async () => {},
+    };
+  },
+};
+
+// ---- (b) citygate ------------------------------------------------------------------------
+//
+// ╔══════════════════════════════════════════════════════════════════════════════════════╗
+// ║ CITYGATE HOOK. Skipped (with a notice) until src/cli/main.ts exists. When the server  ║
+// ║ lands, adjust only the constants and the two setup calls in citygateSetup() below.    ║
+// ╚══════════════════════════════════════════════════════════════════════════════════════╝
+//
+// How it runs: `node src/cli/main.ts serve` in its own process with
+//   HOST=127.0.0.1, PORT=<free port>, DATABASE_PATH=<temp dir>/citygate.sqlite,
+//   GATEWAY_ADMIN_SECRET_KEY=<random>          (so the admin key need not be read from the DB),
+//   TEXTPROVIDER_API_KEY=<stub key>, TEXTPROVIDER_BASE_URL=<stub /v1 URL>,
+//   TEXTPROVIDER_MODELS=<model>                (the text model points at the stub);
+// then, as admin: POST /v1/cities/create {name} → {city_id};
+//                 POST /v1/cities/tokens/apply {city_id, user_id} → {user_token};
+// and the load goes to POST /v1/ai/chat/completions with Authorization: Bearer <user_token>.
+
+const CITYGATE_ENTRY = join(REPO_ROOT, "src/cli/main.ts");
+const CITYGATE_CHAT_PATH = "/v1/ai/chat/completions";
+const CITYGATE_READY_PATH = "/"; // any HTTP answer means the server is up; change to a health route when there is one
+
+export type CitygateSession = { cityId: string; userToken: string };
+
+/** The admin calls that give the bench a city and a user token. Adjust here if the API changes. */
+export async function citygateSetup(origin: string, adminKey: string): Promise<CitygateSession> {
+  const city = await postJson<{ city_id: string }>(`${origin}/v1/cities/create`, adminKey, { name: "bench" });
+  const token = await postJson<{ user_token: string }>(`${origin}/v1/cities/tokens/apply`, adminKey, {
+    city_id: city.city_id,
+    user_id: "bench-user",
+  });
+  // If chat completions need credits by then, give the bench user a balance here.
+  return { cityId: city.city_id, userToken: token.user_token };
+}
+
+/** The admin key as citygate stores it, for when GATEWAY_ADMIN_SECRET_KEY in the env is not honoured. */
+export async function readAdminKeyFromDb(databasePath: string): Promise<string | undefined> {
+  const { DatabaseSync } = await import("node:sqlite");
+  const db = new DatabaseSync(databasePath, { readOnly: true });
+  try {
+    const row = db.prepare("SELECT value FROM env WHERE key = 'GATEWAY_ADMIN_SECRET_KEY'").get() as { value?: string } | undefined;
+    return row?.value;
+  } finally {
+    db.close();
+  }
+}
+
+export const citygate: Target = {
+  name: "citygate",
+  description: "citygate (node src/cli/main.ts serve) → stub",
+  async start({ stub, model }) {
+    if (!existsSync(CITYGATE_ENTRY)) {
+      return { skipped: "src/cli/main.ts does not exist yet; the citygate target is a hook in bench/targets.ts" };
+    }
+    const dir = mkdtempSync(join(tmpdir(), "citygate-bench-"));
+    const databasePath = join(dir, "citygate.sqlite");
+    const port = await freePort();
+    const origin = `http://127.0.0.1:${port}`;
+    let adminKey = `bench-admin-${crypto.randomUUID()}`;
+    const proc = await spawnServer({
+      name: "citygate",
+      args: [CITYGATE_ENTRY, "serve"],
+      cwd: dir,
+      env: {
+        NODE_ENV: "production",
+        HOST: "127.0.0.1",
+        PORT: String(port),
+        DATABASE_PATH: databasePath,
+        GATEWAY_ADMIN_SECRET_KEY: adminKey,
+        TEXTPROVIDER_API_KEY: stub.apiKey,
+        TEXTPROVIDER_BASE_URL: stub.url,
+        TEXTPROVIDER_MODELS: model,
+      },
+      ready: () => answersHttp(origin + CITYGATE_READY_PATH),
+    });
+    const stop = async () => {
+      await proc.stop();
+      rmSync(dir, { recursive: true, force: true });
+    };
+    try {
+      let session: CitygateSession;
+      try {
+        session = await citygateSetup(origin, adminKey);
+      } catch (err) {
+        // the env key may not be honoured: try the one citygate generated into its database
+        const fromDb = existsSync(databasePath) ? await readAdminKeyFromDb(databasePath).catch(() => undefined) : undefined;
+        if (!fromDb || fromDb === adminKey) throw err;
+        adminKey = fromDb;
+        session = await citygateSetup(origin, adminKey);
+      }
+      return {
+        name: "citygate",
+        chatUrl: origin + CITYGATE_CHAT_PATH,
+        headers: { authorization: `Bearer ${session.userToken}` },
+        process: proc,
+        notes: [`city ${session.cityId}`],
+        stop,
+      };
+    } catch (err) {
+      const tail = proc.logTail();
+      await stop();
+      throw new Error(`citygate setup failed: ${(err as Error).message}${tail ? `\n--- citygate output ---\n${tail}` : ""}`);
+    }
+  },
+};
+
+// ---- (c) Portkey's open-source gateway ---------------------------------------------------
+//
+// Started as `node [--import bench/portkey-preload.ts] node_modules/@portkey-ai/gateway/build/start-server.js
+// --port=<p> --headless` (the port comes only from --port=, default 8787; --headless skips the
+// web UI and its request-log stream). Routed per request by headers:
+//   x-portkey-provider: openai
+//   x-portkey-custom-host: <stub /v1 URL>     (127.0.0.1 is on Portkey's default trusted-host list)
+//   Authorization: Bearer <stub key>          (forwarded to the upstream as the OpenAI key)
+// Portkey then POSTs <custom-host>/chat/completions with global fetch.
+
+const PORTKEY_ENTRY = join(REPO_ROOT, "node_modules/@portkey-ai/gateway/build/start-server.js");
+const PORTKEY_PRELOAD = fileURLToPath(new URL("./portkey-preload.ts", import.meta.url));
+
+export const portkey: Target = {
+  name: "portkey",
+  description: "Portkey OSS gateway (@portkey-ai/gateway) → stub",
+  async start({ stub }) {
+    if (!existsSync(PORTKEY_ENTRY)) return { skipped: "node_modules/@portkey-ai/gateway is not installed" };
+    const port = await freePort();
+    const origin = `http://127.0.0.1:${port}`;
+    const usePreload = process.env.BENCH_PORTKEY_PRELOAD !== "0";
+    const proc = await spawnServer({
+      name: "portkey",
+      args: [PORTKEY_ENTRY, `--port=${port}`, "--headless"],
+      nodeArgs: usePreload ? ["--import", PORTKEY_PRELOAD] : [],
+      cwd: REPO_ROOT,
+      env: { NODE_ENV: "production" },
+      ready: () => answersHttp(origin + "/"),
+    });
+    const { version } = JSON.parse(readFileSync(join(REPO_ROOT, "node_modules/@portkey-ai/gateway/package.json"), "utf8")) as { version: string };
+    return {
+      name: "portkey",
+      chatUrl: `${origin}/v1/chat/completions`,
+      headers: {
+        authorization: `Bearer ${stub.apiKey}`,
+        "x-portkey-provider": "openai",
+        "x-portkey-custom-host": stub.url,
+      },
+      process: proc,
+      notes: [
+        `@portkey-ai/gateway ${version}`,
+        usePreload ? "streaming needs bench/portkey-preload.ts (Portkey bug: immutable upstream headers); JSON path untouched" : "run without the streaming workaround (BENCH_PORTKEY_PRELOAD=0)",
+      ],
+      stop: () => proc.stop(),
+    };
+  },
+};
+
+export const TARGETS: Target[] = [direct, citygate, portkey];
+
+async function postJson<T>(url: string, bearer: string, body: unknown): Promise<T> {
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { authorization: `Bearer ${bearer}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`POST ${new URL(url).pathname} → ${res.status}: ${text.slice(0, 500)}`);
+  return JSON.parse(text) as T;
+}

@@ -1,0 +1,65 @@
+// Outbound HTTP to upstream providers. The runtime picks the client: a keep-alive undici pool
+// on Node (src/runtimes/node/upstream-http.ts), the platform's fetch on Workers. Services only
+// see this small interface.
+
+export interface UpstreamRequest {
+  method: 'GET' | 'POST' | 'DELETE';
+  url: string;
+  headers: Record<string, string>;
+  body?: Uint8Array | string;
+  signal?: AbortSignal;
+}
+
+export interface UpstreamResponse {
+  status: number;
+  /** A response header (lower-case name), or null. */
+  header(name: string): string | null;
+  /** The body as it arrives; read it once (or call cancel). */
+  body: AsyncIterable<Uint8Array>;
+  bytes(): Promise<Uint8Array>;
+  text(): Promise<string>;
+  /** Drops the rest of the body and releases the connection. */
+  cancel(): void;
+}
+
+export interface UpstreamHttp {
+  request(r: UpstreamRequest): Promise<UpstreamResponse>;
+  /** A fetch for SDK clients (the AI SDK's providers). */
+  fetch: typeof fetch;
+}
+
+/** The runtime-neutral client: the platform's fetch (Workers, tests, any runtime). */
+export function fetchHttp(f: typeof fetch = (...a) => fetch(...a)): UpstreamHttp {
+  return {
+    fetch: f,
+    async request(r) {
+      const res = await f(r.url, { method: r.method, headers: r.headers, body: r.body as BodyInit | undefined, signal: r.signal });
+      const body = res.body;
+      return {
+        status: res.status,
+        header: (n) => res.headers.get(n),
+        body: body ? iterate(body) : (async function* () {})(),
+        bytes: async () => new Uint8Array(await res.arrayBuffer()),
+        text: () => res.text(),
+        cancel: () => void body?.cancel().catch(() => {}),
+      };
+    },
+  };
+}
+
+async function* iterate(stream: ReadableStream<Uint8Array>): AsyncIterable<Uint8Array> {
+  const reader = stream.getReader();
+  let finished = false;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) {
+        finished = true;
+        return;
+      }
+      yield value;
+    }
+  } finally {
+    if (!finished) await reader.cancel().catch(() => {}); // the consumer stopped early
+  }
+}

@@ -1,0 +1,239 @@
+// chat/completions for upstreams that do not speak it (Anthropic, Google, or an
+// openai-compatible slot with passthrough: false): the request is translated to an AI SDK
+// call and the result back to Chat Completions JSON or SSE.
+import { generateText, jsonSchema, Output, streamText, type LanguageModelUsage, type ModelMessage, type ToolSet } from 'ai';
+import { badRequest, GatewayError } from '../../../kernel/errors.ts';
+import type { ActionContext } from '../../../kernel/service.ts';
+import { AiCall } from '../meter.ts';
+import { upstreamTimeoutMs, type Resolved } from '../resolve.ts';
+import { CLIENT_CLOSED, deadline, toGatewayError } from '../upstream-errors.ts';
+import { reservationFor, type ChatInput } from './input.ts';
+
+export function sdkUsage(u: LanguageModelUsage | undefined) {
+  return {
+    input_tokens: u?.inputTokens ?? 0,
+    output_tokens: u?.outputTokens ?? 0,
+    cached_tokens: u?.inputTokenDetails?.cacheReadTokens ?? 0,
+  };
+}
+
+const FINISH: Record<string, string> = { stop: 'stop', length: 'length', 'content-filter': 'content_filter', 'tool-calls': 'tool_calls' };
+
+function textOf(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (Array.isArray(content)) return content.map((p) => (p && typeof p === 'object' && typeof p.text === 'string' ? p.text : '')).join('');
+  return '';
+}
+
+/** Chat Completions messages → AI SDK model messages. */
+export function toModelMessages(messages: any[]): ModelMessage[] {
+  const toolNames = new Map<string, string>();
+  const out: ModelMessage[] = [];
+  messages.forEach((m, i) => {
+    const role = m.role;
+    if (role === 'system' || role === 'developer') out.push({ role: 'system', content: textOf(m.content) });
+    else if (role === 'user') {
+      if (typeof m.content === 'string') out.push({ role: 'user', content: m.content });
+      else if (Array.isArray(m.content)) {
+        out.push({
+          role: 'user',
+          content: m.content.map((p: any) => {
+            if (p?.type === 'image_url') return { type: 'image' as const, image: new URL(String(p.image_url?.url ?? p.image_url)) };
+            return { type: 'text' as const, text: String(p?.text ?? '') };
+          }),
+        });
+      } else throw badRequest('invalid_input', `messages.${i}.content: expected a string or an array of parts`, `messages.${i}.content`);
+    } else if (role === 'assistant') {
+      const parts: any[] = [];
+      const text = textOf(m.content);
+      if (text) parts.push({ type: 'text', text });
+      for (const tc of Array.isArray(m.tool_calls) ? m.tool_calls : []) {
+        let input: unknown = {};
+        try {
+          input = JSON.parse(tc?.function?.arguments || '{}');
+        } catch {
+          throw badRequest('invalid_input', `messages.${i}.tool_calls: arguments must be JSON`, `messages.${i}.tool_calls`);
+        }
+        toolNames.set(tc.id, tc.function?.name);
+        parts.push({ type: 'tool-call', toolCallId: String(tc.id), toolName: String(tc.function?.name), input });
+      }
+      out.push({ role: 'assistant', content: parts });
+    } else if (role === 'tool') {
+      const id = String(m.tool_call_id ?? '');
+      out.push({
+        role: 'tool',
+        content: [{ type: 'tool-result', toolCallId: id, toolName: toolNames.get(id) ?? m.name ?? 'tool', output: { type: 'text', value: textOf(m.content) } }],
+      });
+    } else throw badRequest('invalid_input', `messages.${i}.role: unknown role '${role}'`, `messages.${i}.role`);
+  });
+  return out;
+}
+
+function toTools(tools: unknown): ToolSet | undefined {
+  if (!Array.isArray(tools) || tools.length === 0) return undefined;
+  const set: ToolSet = {};
+  for (const t of tools) {
+    const f = t?.function;
+    if (t?.type !== 'function' || typeof f?.name !== 'string') throw badRequest('invalid_input', 'tools: each tool must be {type: "function", function: {name, parameters}}', 'tools');
+    set[f.name] = { description: f.description, inputSchema: jsonSchema(f.parameters ?? { type: 'object', properties: {} }) } as ToolSet[string];
+  }
+  return set;
+}
+
+function toToolChoice(c: unknown): any {
+  if (c === undefined || c === null) return undefined;
+  if (c === 'auto' || c === 'none' || c === 'required') return c;
+  if (typeof c === 'object' && (c as any).function?.name) return { type: 'tool', toolName: (c as any).function.name };
+  throw badRequest('invalid_input', 'tool_choice: expected "auto", "none", "required" or a function', 'tool_choice');
+}
+
+function toOutput(rf: any): any {
+  if (!rf || rf.type === 'text') return undefined;
+  if (rf.type === 'json_object') return Output.json();
+  if (rf.type === 'json_schema' && rf.json_schema?.schema) return Output.object({ schema: jsonSchema(rf.json_schema.schema), name: rf.json_schema.name });
+  throw badRequest('invalid_input', 'response_format: expected text, json_object or json_schema', 'response_format');
+}
+
+function sdkOptions(input: ChatInput) {
+  const i = input as any;
+  const stop = typeof i.stop === 'string' ? [i.stop] : Array.isArray(i.stop) ? i.stop : undefined;
+  return {
+    messages: toModelMessages(input.messages),
+    allowSystemInMessages: true,
+    tools: toTools(i.tools),
+    toolChoice: toToolChoice(i.tool_choice),
+    output: toOutput(i.response_format),
+    maxOutputTokens: input.max_completion_tokens ?? input.max_tokens ?? undefined,
+    temperature: typeof i.temperature === 'number' ? i.temperature : undefined,
+    topP: typeof i.top_p === 'number' ? i.top_p : undefined,
+    stopSequences: stop,
+    seed: typeof i.seed === 'number' ? i.seed : undefined,
+    maxRetries: 0,
+  };
+}
+
+const usageJson = (u: ReturnType<typeof sdkUsage>) => ({
+  prompt_tokens: u.input_tokens,
+  completion_tokens: u.output_tokens,
+  total_tokens: u.input_tokens + u.output_tokens,
+  prompt_tokens_details: { cached_tokens: u.cached_tokens },
+});
+
+export async function translate(ctx: ActionContext<ChatInput>, r: Resolved): Promise<Response> {
+  const { input, gateway: gw, timing } = ctx;
+  const raw = await ctx.rawBody();
+  const opts = sdkOptions(input);
+  const call = AiCall.start(gw, ctx.identity, r.model, 'compat', ctx.requestId);
+  await call.reserve(reservationFor(input, r.model, raw.byteLength));
+  const model = r.adapter.languageModel(r.call, r.model.upstream);
+  const id = `chatcmpl-${ctx.requestId}`;
+  const created = Math.floor(Date.now() / 1000);
+  const d = deadline(ctx.signal, upstreamTimeoutMs(gw));
+  const t0 = performance.now();
+
+  if (input.stream !== true) {
+    try {
+      const res = await generateText({ model, ...opts, abortSignal: d.signal });
+      const u = sdkUsage(res.totalUsage ?? res.usage);
+      await call.finish('ok', u);
+      const toolCalls = res.toolCalls.map((tc: any) => ({ id: tc.toolCallId, type: 'function', function: { name: tc.toolName, arguments: JSON.stringify(tc.input) } }));
+      return Response.json({
+        id,
+        object: 'chat.completion',
+        created,
+        model: input.model,
+        choices: [
+          {
+            index: 0,
+            message: { role: 'assistant', content: res.text || (toolCalls.length ? null : ''), ...(toolCalls.length ? { tool_calls: toolCalls } : {}) },
+            finish_reason: FINISH[res.finishReason] ?? 'stop',
+          },
+        ],
+        usage: usageJson(u),
+      });
+    } catch (e) {
+      const ge = toGatewayError(e, d);
+      await call.finish(ge.code === CLIENT_CLOSED ? 'aborted' : 'error', {}, ge.code);
+      throw ge;
+    } finally {
+      timing.upstreamMs += performance.now() - t0;
+      d.clear();
+    }
+  }
+
+  const wantsUsage = input.stream_options?.include_usage === true;
+  const enc = new TextEncoder();
+  const chunk = (delta: object, finish: string | null = null, extra: object = {}) =>
+    enc.encode(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: input.model, choices: [{ index: 0, delta, finish_reason: finish }], ...extra })}\n\n`);
+  const result = streamText({ model, ...opts, abortSignal: d.signal });
+  const it = (result.fullStream as AsyncIterable<any>)[Symbol.asyncIterator]();
+  // Wait for the upstream's first real part so that a failing upstream gets its status code
+  // (502, 504, 400) instead of a 200 stream that carries an error.
+  const head: any[] = [];
+  try {
+    for (;;) {
+      const n = await it.next();
+      if (n.done) break;
+      if (n.value.type === 'error') throw n.value.error;
+      head.push(n.value);
+      if (n.value.type !== 'start' && n.value.type !== 'start-step') break;
+    }
+  } catch (e) {
+    timing.upstreamMs += performance.now() - t0;
+    d.clear();
+    const ge = toGatewayError(e, d);
+    await call.finish(ge.code === CLIENT_CLOSED ? 'aborted' : 'error', {}, ge.code);
+    throw ge;
+  }
+  d.stopTimer();
+  let tools = 0;
+  let usage = sdkUsage(undefined);
+  let finish = 'stop';
+  async function* parts() {
+    yield* head;
+    for (;;) {
+      const n = await it.next();
+      if (n.done) return;
+      yield n.value;
+    }
+  }
+  const body = new ReadableStream<Uint8Array>({
+    async start(controller) {
+      try {
+        controller.enqueue(chunk({ role: 'assistant', content: '' }));
+        for await (const p of parts()) {
+          if (p.type === 'text-delta' && p.text) controller.enqueue(chunk({ content: p.text }));
+          else if (p.type === 'tool-call') {
+            controller.enqueue(chunk({ tool_calls: [{ index: tools++, id: p.toolCallId, type: 'function', function: { name: p.toolName, arguments: JSON.stringify(p.input) } }] }));
+          } else if (p.type === 'finish') {
+            usage = sdkUsage(p.totalUsage);
+            finish = FINISH[p.finishReason] ?? 'stop';
+          } else if (p.type === 'error') throw p.error;
+        }
+        controller.enqueue(chunk({}, finish));
+        if (wantsUsage) controller.enqueue(enc.encode(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: input.model, choices: [], usage: usageJson(usage) })}\n\n`));
+        controller.enqueue(enc.encode('data: [DONE]\n\n'));
+        controller.close();
+        await call.finish('ok', usage);
+      } catch (e) {
+        let failed: GatewayError;
+        try {
+          failed = toGatewayError(e, d);
+        } catch {
+          failed = new GatewayError(502, 'upstream_stream_failed', 'The upstream stream broke off.');
+        }
+        await call.finish(failed.code === CLIENT_CLOSED ? 'aborted' : 'error', usage, failed.code);
+        try {
+          controller.enqueue(enc.encode(`data: ${JSON.stringify(failed.toJSON())}\n\n`));
+          controller.close();
+        } catch {
+          /* the client is gone */
+        }
+      } finally {
+        d.clear();
+      }
+    },
+  });
+  timing.upstreamMs += performance.now() - t0;
+  return new Response(body, { headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' } });
+}

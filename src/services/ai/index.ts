@@ -1,0 +1,101 @@
+// ai: the model catalog, text, UI-message streams, the Chat Completions endpoint, image and
+// video jobs, speech. Models live in the registry (registry.ts); provider adapters in
+// providers/; money and metering around every call in meter.ts.
+import { z } from 'zod';
+import { notFound } from '../../kernel/errors.ts';
+import { action, defineService } from '../../kernel/service.ts';
+import { chatCompletions, chatInput } from './chat/index.ts';
+import { imageCreate, imageCreateInput, imageResult, jobIdInput, runImage, runVideo, video, videoInput } from './jobs.ts';
+import { asr, ASR_MAX_BYTES, tts, ttsInput } from './media.ts';
+import { modesOf, pricesOf } from './prices.ts';
+import { registryOf } from './state.ts';
+import { stream, text, textInput } from './text.ts';
+
+export { priceOf, pricesOf } from './prices.ts';
+export { AI_CONFIG } from './state.ts';
+export type { AiConfig, ModelDef, ProviderSlot, Mode } from './registry.ts';
+
+const callers = ['user', 'admin'] as ('user' | 'admin')[];
+const FILE_KEY = /^ai\/[A-Za-z0-9_-]{1,64}\/[A-Za-z0-9_-]{16,64}\.[a-z0-9]{1,5}$/;
+
+export const aiService = defineService({
+  id: 'ai',
+  name: 'AI',
+  description: 'Model catalog, text and streaming generation, Chat Completions, images, video and speech.',
+  env: [
+    { key: 'TEXTPROVIDER_API_KEY', description: 'Key of the text provider (any OpenAI-compatible API)', required: true },
+    { key: 'TEXTPROVIDER_BASE_URL', description: 'Base URL of the text provider (default https://api.openai.com/v1)', required: false },
+    { key: 'TEXTPROVIDER_MODELS', description: 'Text provider models: comma-separated id or id=upstream_id (default gpt-4o-mini)', required: false },
+    { key: 'OPENAI_API_KEY', description: 'OpenAI key (text, images, speech, transcription, video)', required: false },
+    { key: 'OPENAI_BASE_URL', description: 'OpenAI base URL (default https://api.openai.com/v1)', required: false },
+    { key: 'ANTHROPIC_API_KEY', description: 'Anthropic key', required: false },
+    { key: 'GOOGLE_GENERATIVE_AI_API_KEY', description: 'Google Gemini key', required: false },
+    { key: 'MODEL_PRICES', description: 'JSON price overrides by model id (credits; 1 USD = 1,000,000)', required: false },
+    { key: 'MODEL_MODES', description: 'JSON: model id → the modes callers may use (narrows the registered ones)', required: false },
+    { key: 'AI_UPSTREAM_TIMEOUT_MS', description: 'Upstream deadline in ms (default 120000)', required: false },
+  ],
+  init(gw) {
+    registryOf(gw); // builds the registry now: a bad citygate.config.ts fails the boot, not a request
+  },
+  jobs: { image: runImage, video: runVideo },
+  actions: {
+    models: action({
+      method: 'GET',
+      auth: ['user', 'admin', 'bureau'],
+      summary: 'Model catalog (callable models; the admin sees every registered model)',
+      handler: ({ gateway: gw, identity }) => {
+        const reg = registryOf(gw);
+        const admin = identity.kind === 'admin';
+        const items = [];
+        for (const m of reg.all(gw.env)) {
+          const modalities = modesOf(gw, m);
+          const available = reg.missing(gw.env, m).length === 0 && modalities.length > 0;
+          if (!admin && !available) continue;
+          const base = { id: m.id, name: m.name, description: m.description ?? '', modalities, tags: m.tags ?? [], meta: m.meta ?? {} };
+          items.push(
+            admin
+              ? { ...base, env_requirements: reg.requirements(m), default_modes: m.modes, price: pricesOf(gw, m), available, provider: m.provider, upstream: m.upstream }
+              : base,
+          );
+        }
+        return { items };
+      },
+    }),
+    text: action({ method: 'POST', auth: callers, input: textInput, summary: 'Generate one assistant message', handler: text }),
+    stream: action({ method: 'POST', auth: callers, input: textInput, summary: 'Stream an assistant message (AI SDK UI message stream)', handler: stream }),
+    'chat/completions': action({
+      method: 'POST',
+      auth: callers,
+      input: chatInput,
+      maxBodyBytes: 8 * 1024 * 1024,
+      summary: 'OpenAI Chat Completions (JSON and SSE)',
+      handler: chatCompletions,
+    }),
+    'image/create': action({ method: 'POST', auth: callers, input: imageCreateInput, summary: 'Start an image generation job', handler: imageCreate }),
+    'image/result': action({ method: 'POST', auth: callers, input: jobIdInput, summary: 'Poll an image job', handler: imageResult }),
+    video: action({ method: 'POST', auth: callers, input: videoInput, summary: 'Start a video job ({model, prompt}) or poll one ({job_id})', handler: video }),
+    tts: action({ method: 'POST', auth: callers, input: ttsInput, summary: 'Text to speech (audio bytes)', handler: tts }),
+    asr: action({
+      method: 'POST',
+      auth: callers,
+      body: 'raw',
+      input: z.object({ city_id: z.string().optional() }).loose(),
+      maxBodyBytes: Math.ceil(ASR_MAX_BYTES * 1.4),
+      summary: 'Speech recognition (JSON with base64 audio or an https URL, or multipart)',
+      handler: asr,
+    }),
+    'files/*': action({
+      method: 'GET',
+      auth: [],
+      summary: 'A generated file (unguessable URL)',
+      handler: async ({ gateway: gw, rest }) => {
+        if (!FILE_KEY.test(rest) || !gw.storage) throw notFound('file_not_found', 'No such file.');
+        const obj = await gw.storage.get(rest);
+        if (!obj) throw notFound('file_not_found', 'No such file.');
+        const headers: Record<string, string> = { 'content-type': obj.contentType, 'cache-control': 'private, max-age=86400, immutable' };
+        if (obj.size !== undefined) headers['content-length'] = String(obj.size);
+        return new Response(obj.body as BodyInit, { headers });
+      },
+    }),
+  },
+});

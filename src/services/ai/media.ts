@@ -1,0 +1,159 @@
+// POST /v1/ai/tts (text → audio bytes) and POST /v1/ai/asr (audio → text), through the AI SDK.
+import { createDownload, generateSpeech, transcribe } from 'ai';
+import { z } from 'zod';
+import { badRequest, forbidden, GatewayError } from '../../kernel/errors.ts';
+import { boundCity } from '../../kernel/identity.ts';
+import { parseJsonBody, validate } from '../../kernel/input.ts';
+import type { ActionContext } from '../../kernel/service.ts';
+import { AiCall } from './meter.ts';
+import { resolveModel, upstreamTimeoutMs } from './resolve.ts';
+import { CLIENT_CLOSED, deadline, toGatewayError } from './upstream-errors.ts';
+
+export const AUDIO_TYPES: Record<string, string> = {
+  mp3: 'audio/mpeg',
+  wav: 'audio/wav',
+  opus: 'audio/ogg',
+  aac: 'audio/aac',
+  flac: 'audio/flac',
+  pcm: 'audio/pcm',
+};
+
+export const ttsInput = z.object({
+  city_id: z.string().optional(),
+  model: z.string().min(1).max(256),
+  text: z.string().min(1).max(4096),
+  voice: z.string().min(1).max(64).optional(),
+  format: z.enum(['mp3', 'wav', 'opus', 'aac', 'flac', 'pcm']).optional(),
+  speed: z.number().min(0.25).max(4).optional(),
+  instructions: z.string().max(4096).optional(),
+});
+
+async function guarded<T>(ctx: ActionContext<unknown>, call: AiCall, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const d = deadline(ctx.signal, upstreamTimeoutMs(ctx.gateway));
+  const t0 = performance.now();
+  try {
+    return await run(d.signal);
+  } catch (e) {
+    const ge = toGatewayError(e, d);
+    await call.finish(ge.code === CLIENT_CLOSED ? 'aborted' : 'error', {}, ge.code);
+    throw ge;
+  } finally {
+    ctx.timing.upstreamMs += performance.now() - t0;
+    d.clear();
+  }
+}
+
+export async function tts(ctx: ActionContext<z.output<typeof ttsInput>>): Promise<Response> {
+  const { input, gateway: gw } = ctx;
+  const r = resolveModel(gw, ctx.identity, input.model, 'tts');
+  if (!r.adapter.speechModel) throw new GatewayError(400, 'mode_not_supported', `The model '${input.model}' cannot speak.`, { param: 'model' });
+  const call = AiCall.start(gw, ctx.identity, r.model, 'tts', ctx.requestId);
+  // Speech is priced per input character: input_tokens counts characters here.
+  const chars = [...input.text].length;
+  await call.reserve({ input_tokens: chars });
+  const format = input.format ?? 'mp3';
+  const res = await guarded(ctx, call, (signal) =>
+    generateSpeech({
+      model: r.adapter.speechModel!(r.call, r.model.upstream),
+      text: input.text,
+      voice: input.voice ?? 'alloy',
+      outputFormat: format,
+      speed: input.speed,
+      instructions: input.instructions,
+      maxRetries: 0,
+      abortSignal: signal,
+    }),
+  );
+  await call.finish('ok', { input_tokens: chars });
+  const bytes = res.audio.uint8Array;
+  return new Response(bytes as Uint8Array<ArrayBuffer>, {
+    headers: { 'content-type': AUDIO_TYPES[format] ?? res.audio.mediaType ?? 'application/octet-stream', 'content-length': String(bytes.byteLength) },
+  });
+}
+
+const asrJson = z
+  .object({
+    city_id: z.string().optional(),
+    model: z.string().min(1).max(256),
+    audio: z.string().min(1).optional(),
+    url: z.url({ protocol: /^https$/ }).optional(),
+    language: z.string().min(2).max(16).optional(),
+  })
+  .refine((v) => (v.audio === undefined) !== (v.url === undefined), { message: 'give either audio (base64) or url (https)', path: ['audio'] });
+
+export const ASR_MAX_BYTES = 25 * 1024 * 1024;
+
+function fromBase64(s: string): Uint8Array {
+  const b64 = s.replace(/^data:[^;,]*;base64,/, '');
+  if (!/^[A-Za-z0-9+/_-]*={0,2}$/.test(b64)) throw badRequest('invalid_input', 'audio: not base64', 'audio');
+  const bin = atob(b64.replace(/-/g, '+').replace(/_/g, '/'));
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+/** JSON `{model, audio | url, language?}` or multipart with a `file` field and `model`. */
+async function asrRequest(ctx: ActionContext<unknown>) {
+  const raw = await ctx.rawBody();
+  const type = ctx.request.headers.get('content-type') ?? '';
+  let model: string;
+  let audio: Uint8Array | URL;
+  let language: string | undefined;
+  let cityId: unknown;
+  if (/^multipart\/form-data/i.test(type)) {
+    let form: FormData;
+    try {
+      form = await new Request('http://multipart.invalid/', { method: 'POST', headers: { 'content-type': type }, body: raw as Uint8Array<ArrayBuffer> }).formData();
+    } catch {
+      throw badRequest('invalid_multipart', 'The multipart body could not be read.');
+    }
+    const file = form.get('file');
+    const m = form.get('model');
+    if (typeof m !== 'string' || !m) throw badRequest('invalid_input', 'model: required', 'model');
+    if (!file || typeof file === 'string') throw badRequest('invalid_input', 'file: an audio file is required', 'file');
+    model = m;
+    audio = new Uint8Array(await file.arrayBuffer());
+    const lang = form.get('language');
+    language = typeof lang === 'string' && lang ? lang : undefined;
+    cityId = form.get('city_id') ?? undefined;
+  } else {
+    const input = validate(asrJson, parseJsonBody(raw));
+    model = input.model;
+    audio = input.audio !== undefined ? fromBase64(input.audio) : new URL(input.url!);
+    language = input.language;
+    cityId = input.city_id;
+  }
+  const bound = boundCity(ctx.identity);
+  if (bound && cityId != null && cityId !== bound) throw forbidden('city_mismatch', 'city_id does not match the city of this credential.');
+  if (audio instanceof Uint8Array && audio.byteLength === 0) throw badRequest('invalid_input', 'audio: empty', 'audio');
+  return { model, audio, language };
+}
+
+export async function asr(ctx: ActionContext<unknown>) {
+  const gw = ctx.gateway;
+  const q = await asrRequest(ctx);
+  const r = resolveModel(gw, ctx.identity, q.model, 'asr');
+  if (!r.adapter.transcriptionModel) throw new GatewayError(400, 'mode_not_supported', `The model '${q.model}' cannot transcribe.`, { param: 'model' });
+  const call = AiCall.start(gw, ctx.identity, r.model, 'asr', ctx.requestId);
+  // Worst case: compressed speech at 8 kbit/s (1,000 bytes per second); a URL: 25 MB of it.
+  const bytes = q.audio instanceof Uint8Array ? q.audio.byteLength : ASR_MAX_BYTES;
+  await call.reserve({ seconds: Math.ceil(bytes / 1000) });
+  const res = await guarded(ctx, call, (signal) =>
+    transcribe({
+      model: r.adapter.transcriptionModel!(r.call, r.model.upstream),
+      audio: q.audio,
+      providerOptions: q.language ? { openai: { language: q.language } } : undefined,
+      maxRetries: 0,
+      abortSignal: signal,
+      download: createDownload({ maxBytes: ASR_MAX_BYTES }),
+    }),
+  );
+  const seconds = res.durationInSeconds ?? Math.ceil(bytes / 16_000);
+  await call.finish('ok', { seconds });
+  return {
+    text: res.text,
+    ...(res.language ? { language: res.language } : {}),
+    ...(res.durationInSeconds !== undefined ? { duration_seconds: res.durationInSeconds } : {}),
+    ...(res.segments?.length ? { segments: res.segments.map((s) => ({ text: s.text, start: s.startSecond, end: s.endSecond })) } : {}),
+  };
+}

@@ -1,0 +1,138 @@
+// Money and metering around every AI call. One AiCall per call:
+//   reserve(worst case)  — before the upstream call, when a billing capability exists and the
+//                          caller is a user: the worst-case cost is held (402 when short);
+//   finish(status, used) — exactly once: settles the hold to the measured cost (or releases it
+//                          when the call failed before anything was consumed) and hands one
+//                          MeterRecord to the metering capability. Failed calls are recorded too.
+import type { GatewayContext } from '../../kernel/context.ts';
+import type { Identity } from '../../kernel/identity.ts';
+import {
+  BILLING,
+  METERING,
+  NOTHING_MEASURED,
+  costOf,
+  type Billing,
+  type Hold,
+  type Measured,
+  type MeterRecord,
+  type MeteringSink,
+  type Prices,
+} from '../../kernel/metering.ts';
+import { pricesOf } from './prices.ts';
+import type { Mode, ModelDef } from './registry.ts';
+
+export type CallStatus = MeterRecord['status'];
+
+export function measured(m: Partial<Measured>): Measured {
+  return { ...NOTHING_MEASURED, ...m };
+}
+
+const isNothing = (m: Measured) => !m.input_tokens && !m.output_tokens && !m.cached_tokens && !m.images && !m.seconds;
+
+const utf8 = new TextEncoder();
+/** An upper bound of the tokens of a text: no tokenizer yields more tokens than UTF-8 bytes. */
+export function tokenBound(text: string): number {
+  // String length ≤ UTF-8 bytes ≤ 3 × length (UTF-16 units); encoding is exact but costs a copy.
+  return text.length < 4096 ? utf8.encode(text).byteLength : text.length * 3;
+}
+
+export interface CallState {
+  requestId: string;
+  identity: Identity;
+  modelId: string;
+  mode: Mode;
+  startedAt: number;
+  hold: Hold | null;
+}
+
+export class AiCall {
+  readonly gw: GatewayContext;
+  readonly state: CallState;
+  readonly prices: Prices | null;
+  #finished = false;
+
+  constructor(gw: GatewayContext, state: CallState, model: ModelDef | null) {
+    this.gw = gw;
+    this.state = state;
+    this.prices = model ? pricesOf(gw, model) : null;
+  }
+
+  static start(gw: GatewayContext, identity: Identity, model: ModelDef, mode: Mode, requestId: string): AiCall {
+    return new AiCall(gw, { requestId, identity, modelId: model.id, mode, startedAt: Date.now(), hold: null }, model);
+  }
+
+  get hold(): Hold | null {
+    return this.state.hold;
+  }
+
+  /** Holds the worst-case cost; throws the billing's 402 when the user is short. */
+  async reserve(worst: Partial<Measured>): Promise<void> {
+    const billing = this.gw.use<Billing>(BILLING);
+    const id = this.state.identity;
+    if (!billing || id.kind !== 'user' || !this.prices) return;
+    const credits = costOf(this.prices, measured(worst));
+    if (credits <= 0) return;
+    try {
+      this.state.hold = await billing.reserve({
+        cityId: id.cityId,
+        userId: id.userId,
+        credits,
+        requestId: this.state.requestId,
+        model: this.state.modelId,
+        mode: this.state.mode,
+      });
+    } catch (e) {
+      // Refused before any upstream call: still one record, with the refusal's code.
+      this.#record('error', NOTHING_MEASURED, (e as { code?: string }).code ?? 'billing_failed', 0);
+      this.#finished = true;
+      throw e;
+    }
+  }
+
+  /**
+   * Ends the call. The charge is the cost of what was measured; a failed or aborted call that
+   * consumed nothing measurable is not charged and its hold is released.
+   */
+  async finish(status: CallStatus, used: Partial<Measured> = {}, errorCode?: string): Promise<void> {
+    if (this.#finished) return;
+    this.#finished = true;
+    const m = measured(used);
+    const credits = status !== 'ok' && isNothing(m) ? 0 : costOf(this.prices, m);
+    const hold = this.state.hold;
+    const billing = this.gw.use<Billing>(BILLING);
+    if (hold && billing) {
+      try {
+        if (credits === 0 && status !== 'ok') await billing.release(hold);
+        else await billing.settle(hold, credits);
+      } catch (e) {
+        this.gw.log('error', 'ai: settling a credit hold failed', { request_id: this.state.requestId, hold: hold.id, error: String(e) });
+      }
+    }
+    this.#record(status, m, errorCode, credits);
+  }
+
+  #record(status: CallStatus, m: Measured, errorCode: string | undefined, credits: number): void {
+    const sink = this.gw.use<MeteringSink>(METERING);
+    if (!sink) return;
+    const id = this.state.identity;
+    const r: MeterRecord = {
+      ...m,
+      request_id: this.state.requestId,
+      city_id: id.kind === 'user' || id.kind === 'bureau' ? id.cityId : null,
+      user_id: id.kind === 'user' ? id.userId : null,
+      identity: id.kind,
+      model: this.state.modelId,
+      mode: this.state.mode,
+      status,
+      ...(errorCode ? { error_code: errorCode } : {}),
+      credits,
+      duration_ms: Date.now() - this.state.startedAt,
+      created_at: Date.now(),
+    };
+    try {
+      sink.record(r);
+    } catch (e) {
+      this.gw.log('error', 'ai: metering sink failed', { request_id: r.request_id, error: String(e) });
+    }
+  }
+}

@@ -1,0 +1,37 @@
+// The uniform shape of a provider adapter: adding a provider kind means adding one file of
+// this shape and listing it in index.ts, not editing a switch.
+import type { ImageModel, LanguageModel, SpeechModel, TranscriptionModel } from 'ai';
+import type { UpstreamHttp } from '../../../kernel/http.ts';
+import type { ProviderKind, ResolvedProvider } from '../registry.ts';
+
+export interface ProviderCall {
+  provider: ResolvedProvider;
+  http: UpstreamHttp;
+}
+
+/** A started upstream video generation, polled until it ends. */
+export interface VideoStatus {
+  status: 'queued' | 'running' | 'succeeded' | 'failed';
+  error?: string;
+  /** Seconds of video, when known. */
+  seconds?: number;
+}
+
+export interface VideoApi {
+  start(c: ProviderCall, a: { model: string; prompt: string; seconds?: number; size?: string; signal?: AbortSignal }): Promise<{ ref: string; seconds?: number }>;
+  poll(c: ProviderCall, ref: string, signal?: AbortSignal): Promise<VideoStatus>;
+  download(c: ProviderCall, ref: string, signal?: AbortSignal): Promise<{ data: Uint8Array; mediaType: string }>;
+}
+
+export interface ProviderAdapter {
+  kind: ProviderKind;
+  /** URL of an OpenAI-compatible chat/completions endpoint for the byte pass-through, or null. */
+  chatCompletionsUrl(p: ResolvedProvider): string | null;
+  /** Headers that authenticate a pass-through request. */
+  authHeaders(p: ResolvedProvider): Record<string, string>;
+  languageModel(c: ProviderCall, upstreamId: string): LanguageModel;
+  imageModel?(c: ProviderCall, upstreamId: string): ImageModel;
+  speechModel?(c: ProviderCall, upstreamId: string): SpeechModel;
+  transcriptionModel?(c: ProviderCall, upstreamId: string): TranscriptionModel;
+  video?: VideoApi;
+}

@@ -1,0 +1,184 @@
+// POST /v1/ai/text (one assistant message) and POST /v1/ai/stream (the AI SDK's UI message
+// stream, consumed unchanged by DefaultChatTransport / useChat and readUIMessageStream).
+import { convertToModelMessages, createUIMessageStreamResponse, generateText, streamText, validateUIMessages, type ModelMessage, type UIMessage } from 'ai';
+import { z } from 'zod';
+import { newId } from '../../kernel/crypto.ts';
+import { badRequest } from '../../kernel/errors.ts';
+import type { ActionContext } from '../../kernel/service.ts';
+import { sdkUsage, toModelMessages } from './chat/translate.ts';
+import { AiCall, tokenBound } from './meter.ts';
+import { DEFAULT_MAX_OUTPUT_TOKENS } from './registry.ts';
+import { resolveModel, upstreamTimeoutMs } from './resolve.ts';
+import { CLIENT_CLOSED, deadline, toGatewayError } from './upstream-errors.ts';
+
+export const textInput = z
+  .object({
+    city_id: z.string().optional(),
+    model: z.string().min(1).max(256),
+    prompt: z.string().min(1).max(1_000_000).optional(),
+    messages: z.array(z.object({ role: z.enum(['system', 'user', 'assistant', 'tool', 'developer']) }).loose()).min(1).optional(),
+    system: z.string().max(200_000).optional(),
+    max_tokens: z.number().int().positive().max(1_000_000).optional(),
+    temperature: z.number().min(0).max(2).optional(),
+  })
+  .loose()
+  .refine((v) => (v.prompt === undefined) !== (v.messages === undefined), { message: 'give either prompt or messages', path: ['prompt'] });
+
+export type TextInput = z.output<typeof textInput>;
+
+const FINISH: Record<string, string> = { 'tool-calls': 'tool_calls', 'content-filter': 'content_filter' };
+
+/** Messages as UI messages (with `parts`) or as Chat Completions messages (with `content`). */
+async function modelMessages(input: TextInput): Promise<{ messages: ModelMessage[]; ui: UIMessage[] | null }> {
+  if (input.messages === undefined) return { messages: [{ role: 'user', content: input.prompt! }], ui: null };
+  const isUi = input.messages.every((m) => Array.isArray((m as { parts?: unknown }).parts));
+  if (!isUi) return { messages: toModelMessages(input.messages), ui: null };
+  let ui: UIMessage[];
+  try {
+    ui = await validateUIMessages({ messages: input.messages.map((m, i) => ({ id: `m${i}`, ...m })) });
+  } catch (e) {
+    throw badRequest('invalid_input', `messages: not valid UI messages (${(e as Error).message.slice(0, 300)})`, 'messages');
+  }
+  return { messages: await convertToModelMessages(ui), ui };
+}
+
+function prepare(ctx: ActionContext<TextInput>, mode: 'text' | 'stream') {
+  const { input, gateway: gw } = ctx;
+  const r = resolveModel(gw, ctx.identity, input.model, mode);
+  const call = AiCall.start(gw, ctx.identity, r.model, mode, ctx.requestId);
+  const inputBound = tokenBound(JSON.stringify([input.system ?? '', input.prompt ?? '', input.messages ?? []]));
+  const maxOut = input.max_tokens ?? r.model.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS;
+  return { r, call, inputBound, maxOut, model: r.adapter.languageModel(r.call, r.model.upstream) };
+}
+
+const usageOut = (u: ReturnType<typeof sdkUsage>) => ({ ...u, total_tokens: u.input_tokens + u.output_tokens });
+
+export async function text(ctx: ActionContext<TextInput>) {
+  const { input, gateway: gw, timing } = ctx;
+  const p = prepare(ctx, 'text');
+  const { messages } = await modelMessages(input);
+  await p.call.reserve({ input_tokens: p.inputBound, output_tokens: p.maxOut });
+  const d = deadline(ctx.signal, upstreamTimeoutMs(gw));
+  const t0 = performance.now();
+  try {
+    const res = await generateText({
+      model: p.model,
+      instructions: input.system,
+      messages,
+      allowSystemInMessages: true,
+      maxOutputTokens: input.max_tokens,
+      temperature: input.temperature,
+      maxRetries: 0,
+      abortSignal: d.signal,
+    });
+    const u = sdkUsage(res.totalUsage ?? res.usage);
+    await p.call.finish('ok', u);
+    return {
+      id: newId('msg', 12),
+      role: 'assistant' as const,
+      parts: [{ type: 'text' as const, text: res.text }],
+      metadata: { model: input.model, usage: usageOut(u), finish_reason: FINISH[res.finishReason] ?? res.finishReason },
+    };
+  } catch (e) {
+    const ge = toGatewayError(e, d);
+    await p.call.finish(ge.code === CLIENT_CLOSED ? 'aborted' : 'error', {}, ge.code);
+    throw ge;
+  } finally {
+    timing.upstreamMs += performance.now() - t0;
+    d.clear();
+  }
+}
+
+export async function stream(ctx: ActionContext<TextInput>): Promise<Response> {
+  const { input, gateway: gw, timing } = ctx;
+  const p = prepare(ctx, 'stream');
+  const { messages, ui } = await modelMessages(input);
+  await p.call.reserve({ input_tokens: p.inputBound, output_tokens: p.maxOut });
+  const d = deadline(ctx.signal, upstreamTimeoutMs(gw));
+  const t0 = performance.now();
+  let usage = sdkUsage(undefined);
+  let failure: unknown = null;
+  const result = streamText({
+    model: p.model,
+    instructions: input.system,
+    messages,
+    allowSystemInMessages: true,
+    maxOutputTokens: input.max_tokens,
+    temperature: input.temperature,
+    maxRetries: 0,
+    abortSignal: d.signal,
+  });
+  const uiStream = result.toUIMessageStream({
+    originalMessages: ui ?? undefined,
+    generateMessageId: () => newId('msg', 12),
+    messageMetadata: ({ part }) => {
+      if (part.type === 'start') return { model: input.model };
+      if (part.type === 'finish') {
+        usage = sdkUsage(part.totalUsage);
+        return { model: input.model, usage: usageOut(usage), finish_reason: FINISH[part.finishReason] ?? part.finishReason };
+      }
+      return undefined;
+    },
+    onError: (e) => {
+      failure = e;
+      try {
+        return toGatewayError(e, d).message;
+      } catch {
+        return 'The upstream stream broke off.';
+      }
+    },
+  });
+  // Read up to the first real chunk: a failing upstream then gets its status code instead of
+  // a 200 stream that carries an error.
+  const reader = uiStream.getReader();
+  const head: unknown[] = [];
+  for (;;) {
+    const n = await reader.read();
+    if (n.done) break;
+    head.push(n.value);
+    const t = (n.value as { type: string }).type;
+    if (t === 'error' && failure) {
+      timing.upstreamMs += performance.now() - t0;
+      d.clear();
+      reader.cancel().catch(() => {});
+      const ge = toGatewayError(failure, d);
+      await p.call.finish(ge.code === CLIENT_CLOSED ? 'aborted' : 'error', {}, ge.code);
+      throw ge;
+    }
+    if (t !== 'start' && t !== 'start-step') break;
+  }
+  timing.upstreamMs += performance.now() - t0;
+  d.stopTimer();
+  let settled = false;
+  const end = (aborted: boolean) => {
+    if (settled) return;
+    settled = true;
+    d.clear();
+    const status = aborted || ctx.signal.aborted ? 'aborted' : failure ? 'error' : 'ok';
+    gw.waitUntil(p.call.finish(status, usage, status === 'aborted' ? CLIENT_CLOSED : failure ? 'upstream_stream_failed' : undefined));
+  };
+  const body = new ReadableStream<any>({
+    start(controller) {
+      for (const c of head) controller.enqueue(c);
+    },
+    async pull(controller) {
+      try {
+        const n = await reader.read();
+        if (n.done) {
+          controller.close();
+          end(false);
+        } else controller.enqueue(n.value);
+      } catch (e) {
+        failure ??= e;
+        controller.close();
+        end(false);
+      }
+    },
+    async cancel() {
+      d.abort();
+      end(true);
+      await reader.cancel().catch(() => {});
+    },
+  });
+  return createUIMessageStreamResponse({ stream: body });
+}

@@ -1,0 +1,111 @@
+// How upstream failures reach callers (issue: errors). Upstream 5xx or connection failure →
+// 502, timeout → 504, an upstream 4xx caused by the input → 400 with the upstream's reason,
+// the upstream refusing citygate's own key → 502 (the caller cannot fix it), upstream rate
+// limit → 429. Messages never carry credentials.
+import { APICallError } from 'ai';
+import { GatewayError, isGatewayError } from '../../kernel/errors.ts';
+
+export class UpstreamStatusError extends Error {
+  readonly status: number;
+  readonly body: string;
+  constructor(status: number, body: string) {
+    super(`upstream answered ${status}`);
+    this.status = status;
+    this.body = body;
+  }
+}
+
+/** An abort signal for one upstream call: the client's signal plus a deadline. */
+export interface Deadline {
+  signal: AbortSignal;
+  timedOut(): boolean;
+  clientGone(): boolean;
+  /** Stops the deadline (the upstream answered) but keeps following the client. */
+  stopTimer(): void;
+  /** Aborts the upstream call (the client went away). */
+  abort(): void;
+  clear(): void;
+}
+
+export function deadline(client: AbortSignal | undefined, ms: number): Deadline {
+  const ac = new AbortController();
+  let timed = false;
+  const timer = setTimeout(() => {
+    timed = true;
+    ac.abort(new DOMException('upstream timeout', 'TimeoutError'));
+  }, ms);
+  const onAbort = () => ac.abort(client?.reason);
+  if (client?.aborted) ac.abort(client.reason);
+  else client?.addEventListener('abort', onAbort, { once: true });
+  return {
+    signal: ac.signal,
+    timedOut: () => timed,
+    clientGone: () => !!client?.aborted,
+    stopTimer: () => clearTimeout(timer),
+    abort: () => ac.abort(new DOMException('client closed', 'AbortError')),
+    clear() {
+      clearTimeout(timer);
+      client?.removeEventListener('abort', onAbort);
+    },
+  };
+}
+
+/** The upstream's own reason, from an OpenAI/Anthropic/Google-shaped error body. */
+export function upstreamReason(body: string | undefined): string {
+  if (!body) return '';
+  try {
+    const j = JSON.parse(body);
+    const e = Array.isArray(j) ? j[0]?.error : j?.error;
+    const m = typeof e === 'string' ? e : e?.message ?? j?.message ?? j?.detail;
+    if (typeof m === 'string') return m.slice(0, 1000);
+  } catch {
+    /* not JSON */
+  }
+  return body.slice(0, 300);
+}
+
+export function fromUpstreamStatus(status: number, body: string | undefined): GatewayError {
+  const reason = upstreamReason(body);
+  if (status === 429) return new GatewayError(429, 'upstream_rate_limited', `The upstream provider is rate limiting: ${reason || 'try again later'}`);
+  if (status === 401 || status === 403) {
+    return new GatewayError(502, 'upstream_auth_failed', 'The upstream provider refused the gateway’s credentials.');
+  }
+  if (status === 408 || status === 504) return new GatewayError(504, 'upstream_timeout', 'The upstream provider timed out.');
+  if (status >= 400 && status < 500) {
+    return new GatewayError(400, 'upstream_rejected', reason ? `The upstream provider rejected the request: ${reason}` : 'The upstream provider rejected the request.');
+  }
+  return new GatewayError(502, 'upstream_error', `The upstream provider failed (${status})${reason ? `: ${reason}` : '.'}`);
+}
+
+export const CLIENT_CLOSED = 'client_closed_request';
+
+/** Maps anything an upstream call threw to the one error shape. */
+export function toGatewayError(e: unknown, d?: Deadline): GatewayError {
+  if (isGatewayError(e)) return e;
+  if (d?.timedOut()) return new GatewayError(504, 'upstream_timeout', 'The upstream provider did not answer in time.');
+  if (d?.clientGone()) return new GatewayError(499, CLIENT_CLOSED, 'The client closed the request.');
+  if (e instanceof UpstreamStatusError) return fromUpstreamStatus(e.status, e.body);
+  if (APICallError.isInstance(e)) {
+    if (e.statusCode) return fromUpstreamStatus(e.statusCode, e.responseBody);
+    return new GatewayError(502, 'upstream_unavailable', 'The upstream provider could not be reached.');
+  }
+  const cause = (e as { cause?: unknown })?.cause;
+  if (cause && cause !== e && (APICallError.isInstance(cause) || cause instanceof UpstreamStatusError)) return toGatewayError(cause, d);
+  const name = (e as { name?: string })?.name ?? '';
+  if (name === 'TimeoutError') return new GatewayError(504, 'upstream_timeout', 'The upstream provider did not answer in time.');
+  if (/^AI_/.test(name)) {
+    // The AI SDK could not make sense of what the upstream sent.
+    return new GatewayError(502, 'upstream_error', `The upstream provider sent an unusable response (${name}).`);
+  }
+  if (isNetworkError(e)) return new GatewayError(502, 'upstream_unavailable', 'The upstream provider could not be reached.');
+  throw e; // not an upstream failure: a bug, reported as one
+}
+
+function isNetworkError(e: unknown): boolean {
+  for (let x: any = e, i = 0; x && i < 4; x = x.cause, i++) {
+    if (typeof x.code === 'string' && /^(E[A-Z]+|UND_ERR.*)$/.test(x.code)) return true;
+    if (x instanceof TypeError && /fetch failed|network|terminated/i.test(String(x.message))) return true;
+    if (x.name === 'AbortError' || x.name === 'SocketError') return true;
+  }
+  return false;
+}

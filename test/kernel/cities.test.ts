@@ -1,0 +1,160 @@
+// Cities and the user tokens bound to them.
+import assert from 'node:assert/strict';
+import { DatabaseSync } from 'node:sqlite';
+import { after, before, describe, test } from 'node:test';
+import { SignJWT, decodeJwt, decodeProtectedHeader, generateKeyPair, importJWK, jwtVerify, createLocalJWKSet } from 'jose';
+import { startGateway, type TestGateway } from '../helpers/gateway.ts';
+import { client, errorOf } from '../helpers/http.ts';
+
+let gw: TestGateway;
+let admin: ReturnType<typeof client>;
+before(async () => {
+  gw = await startGateway();
+  admin = client(gw.url, gw.adminKey);
+});
+after(() => gw.stop());
+
+const token = async (city_id: string, user_id = 'u1', extra: object = {}) => {
+  const r = await admin.post('/v1/cities/tokens/apply', { city_id, user_id, ...extra });
+  assert.equal(r.status, 200, r.text);
+  return r.body.user_token as string;
+};
+
+describe('cities', () => {
+  test('create with and without an id; list shows them; a taken id → 409', async () => {
+    const a = await admin.post('/v1/cities/create', { name: 'Alpha', city_id: 'alpha' });
+    assert.equal(a.status, 200);
+    assert.equal(a.body.city_id, 'alpha');
+    assert.equal(a.body.name, 'Alpha');
+    assert.equal(a.body.status, 'active');
+    assert.ok(!Number.isNaN(Date.parse(a.body.created_at)));
+    assert.ok(!Number.isNaN(Date.parse(a.body.updated_at)));
+    const gen = await admin.post('/v1/cities/create', { name: 'Generated' });
+    assert.equal(gen.status, 200);
+    assert.match(gen.body.city_id, /^city_[A-Za-z0-9_-]+$/);
+    const list = await admin.get('/v1/cities/list');
+    const ids = list.body.items.map((c: { city_id: string }) => c.city_id);
+    assert.ok(ids.includes('alpha') && ids.includes(gen.body.city_id));
+    const taken = await admin.post('/v1/cities/create', { name: 'Again', city_id: 'alpha' });
+    assert.equal(taken.status, 409);
+    assert.equal(errorOf(taken).code, 'city_exists');
+    assert.equal((await admin.get('/v1/cities/list')).body.items.filter((c: { city_id: string }) => c.city_id === 'alpha').length, 1);
+  });
+
+  test('bad names and ids → 400', async () => {
+    for (const body of [{}, { name: '' }, { name: '   ' }, { name: 'x', city_id: 'has space' }, { name: 'x', city_id: '-lead' }, { name: 'x', city_id: 'a'.repeat(65) }]) {
+      const r = await admin.post('/v1/cities/create', body);
+      assert.equal(r.status, 400, JSON.stringify(body));
+      errorOf(r);
+    }
+  });
+
+  test('unknown city → 404 for every city action', async () => {
+    for (const a of ['pause', 'activate', 'remove', 'tokens/apply']) {
+      const r = await admin.post(`/v1/cities/${a}`, { city_id: 'ghost', user_id: 'u1' });
+      assert.equal(r.status, 404, a);
+      assert.equal(errorOf(r).code, 'city_not_found');
+    }
+  });
+
+  test('pause → the token gets 403 city_paused and no new tokens (409); activate → works again', async () => {
+    await admin.post('/v1/cities/create', { name: 'Beta', city_id: 'beta' });
+    const t = await token('beta');
+    const me = client(gw.url, t);
+    assert.equal((await me.get('/v1/cities/current')).status, 200);
+    const p = await admin.post('/v1/cities/pause', { city_id: 'beta' });
+    assert.equal(p.status, 200);
+    assert.equal(p.body.status, 'paused');
+    const denied = await me.get('/v1/cities/current');
+    assert.equal(denied.status, 403);
+    assert.equal(errorOf(denied).code, 'city_paused');
+    const noToken = await admin.post('/v1/cities/tokens/apply', { city_id: 'beta', user_id: 'u2' });
+    assert.equal(noToken.status, 409);
+    assert.equal((await admin.post('/v1/cities/activate', { city_id: 'beta' })).body.status, 'active');
+    const ok = await me.get('/v1/cities/current');
+    assert.equal(ok.status, 200);
+    assert.equal(ok.body.city_id, 'beta');
+  });
+
+  test('remove → gone from list, its tokens get 401, its id can never be reused', async () => {
+    await admin.post('/v1/cities/create', { name: 'Gamma', city_id: 'gamma' });
+    const t = await token('gamma');
+    assert.equal((await admin.post('/v1/cities/remove', { city_id: 'gamma' })).status, 200);
+    assert.equal((await admin.get('/v1/cities/list')).body.items.some((c: { city_id: string }) => c.city_id === 'gamma'), false);
+    const r = await client(gw.url, t).get('/v1/cities/current');
+    assert.equal(r.status, 401);
+    assert.equal((await admin.post('/v1/cities/create', { name: 'Gamma 2', city_id: 'gamma' })).status, 409);
+    assert.equal((await admin.post('/v1/cities/activate', { city_id: 'gamma' })).status, 404, 'no coming back');
+    assert.equal((await admin.post('/v1/cities/tokens/apply', { city_id: 'gamma', user_id: 'u1' })).status, 404);
+  });
+});
+
+describe('user tokens', () => {
+  before(async () => {
+    await admin.post('/v1/cities/create', { name: 'Tokens', city_id: 'tok' });
+    await admin.post('/v1/cities/create', { name: 'Other', city_id: 'other' });
+  });
+
+  test('tokens/apply → an EdDSA JWT that verifies offline against the JWKS', async () => {
+    const r = await admin.post('/v1/cities/tokens/apply', { city_id: 'tok', user_id: 'alice', metadata: { plan: 'pro' } });
+    assert.equal(r.status, 200);
+    assert.deepEqual(Object.keys(r.body).sort(), ['city_id', 'expires_at', 'user_id', 'user_token']);
+    assert.equal(r.body.city_id, 'tok');
+    assert.equal(r.body.user_id, 'alice');
+    const days = (Date.parse(r.body.expires_at) - Date.now()) / 86_400_000;
+    assert.ok(days > 6.9 && days <= 7, `default ttl 7 days, got ${days}`);
+    assert.equal(decodeProtectedHeader(r.body.user_token).alg, 'EdDSA');
+    const jwks = createLocalJWKSet((await client(gw.url).get('/.well-known/jwks.json')).body);
+    const { payload } = await jwtVerify(r.body.user_token, jwks);
+    assert.equal(payload.sub, 'alice');
+    assert.equal(payload.cid, 'tok');
+  });
+
+  test('ttl: custom within bounds, over 30 days → 400', async () => {
+    const r = await admin.post('/v1/cities/tokens/apply', { city_id: 'tok', user_id: 'bob', ttl: 3600 });
+    const secs = (Date.parse(r.body.expires_at) - Date.now()) / 1000;
+    assert.ok(secs > 3590 && secs <= 3600);
+    const max = await admin.post('/v1/cities/tokens/apply', { city_id: 'tok', user_id: 'bob', ttl: 30 * 86400 + 1 });
+    assert.equal(max.status, 400);
+    assert.equal(errorOf(max).param, 'ttl');
+    for (const bad of [{ user_id: '' }, { user_id: 'has space' }, { ttl: 'long' }]) {
+      assert.equal((await admin.post('/v1/cities/tokens/apply', { city_id: 'tok', user_id: 'bob', ...bad })).status, 400);
+    }
+  });
+
+  test('seed §5.5: a city_id in the body or query that differs from the token’s city → 403', async () => {
+    const t = client(gw.url, await token('tok'));
+    const q = await t.get('/v1/cities/current?city_id=other');
+    assert.equal(q.status, 403);
+    assert.equal(errorOf(q).code, 'city_mismatch');
+    assert.equal((await t.get('/v1/cities/current?city_id=tok')).status, 200);
+    // A user token cannot reach admin actions at all, whatever city it names.
+    const apply = await t.post('/v1/cities/tokens/apply', { city_id: 'other', user_id: 'x' });
+    assert.equal(apply.status, 403);
+  });
+
+  test('expired, forged, unknown-key and garbage tokens → 401', async () => {
+    const db = new DatabaseSync(gw.dbPath, { readOnly: true });
+    const row = db.prepare(`SELECT kid, private_jwk FROM signing_keys WHERE status = 'active'`).get() as { kid: string; private_jwk: string };
+    db.close();
+    const realKey = await importJWK(JSON.parse(row.private_jwk), 'EdDSA');
+    const sign = (key: CryptoKey | Uint8Array, kid: string, exp: number) =>
+      new SignJWT({ cid: 'tok' }).setProtectedHeader({ alg: 'EdDSA', kid }).setIssuer('citygate').setSubject('eve').setIssuedAt().setExpirationTime(exp).sign(key);
+    const expired = await sign(realKey, row.kid, Math.floor(Date.now() / 1000) - 10);
+    const r1 = await client(gw.url, expired).get('/v1/cities/current');
+    assert.equal(r1.status, 401);
+    assert.equal(errorOf(r1).code, 'token_expired');
+    const other = (await generateKeyPair('EdDSA', { crv: 'Ed25519' })).privateKey;
+    const future = Math.floor(Date.now() / 1000) + 3600;
+    for (const t of [await sign(other, row.kid, future), await sign(other, 'unknown-kid', future), 'eyJnot.a.jwt', 'garbage']) {
+      const r = await client(gw.url, t).get('/v1/cities/current');
+      assert.equal(r.status, 401, t);
+      errorOf(r);
+    }
+    // Tampered payload with the real signature.
+    const good = await token('tok', 'mallory');
+    const [h, , s] = good.split('.');
+    const body = Buffer.from(JSON.stringify({ ...decodeJwt(good), cid: 'other' })).toString('base64url');
+    assert.equal((await client(gw.url, `${h}.${body}.${s}`).get('/v1/cities/current')).status, 401);
+  });
+});

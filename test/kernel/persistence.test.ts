@@ -1,0 +1,112 @@
+// What survives a restart, and what concurrent first boots converge on.
+import assert from 'node:assert/strict';
+import { DatabaseSync } from 'node:sqlite';
+import { join } from 'node:path';
+import { test } from 'node:test';
+import { readAdminKey, startGateway, tempDir } from '../helpers/gateway.ts';
+import { client } from '../helpers/http.ts';
+
+test('the admin key read by plain SQL is the one that works, and the first boot prints it once', async () => {
+  const gw = await startGateway();
+  try {
+    const db = new DatabaseSync(gw.dbPath, { readOnly: true });
+    const { value } = db.prepare(`SELECT value FROM env WHERE key = 'GATEWAY_ADMIN_SECRET_KEY'`).get() as { value: string };
+    db.close();
+    assert.match(value, /^cg_admin_[A-Za-z0-9_-]{40,}$/);
+    assert.equal((await client(gw.url, value).get('/v1/cities/list')).status, 200);
+    assert.ok(gw.stderr().includes(value), 'printed on first boot');
+    assert.match(gw.stderr(), /citygate admin-key/);
+  } finally {
+    await gw.stop();
+  }
+});
+
+test('after a restart: cities, env entries and issued tokens work, the admin key is unchanged and not printed again', async () => {
+  let gw = await startGateway();
+  const admin = client(gw.url, gw.adminKey);
+  await admin.post('/v1/cities/create', { name: 'Keep', city_id: 'keep' });
+  await admin.post('/v1/env/upsert', { key: 'KEEP_ME', value: 'kept' });
+  const userToken = (await admin.post('/v1/cities/tokens/apply', { city_id: 'keep', user_id: 'u1' })).body.user_token;
+  const bureauToken = (await admin.post('/v1/bureaus/create', { city_id: 'keep', name: 'b' })).body.bureau_token;
+  const keyBefore = gw.adminKey;
+  assert.equal(await gw.stop(), 0, 'graceful stop exits 0');
+
+  gw = await gw.restart();
+  try {
+    assert.equal(gw.adminKey, keyBefore);
+    assert.equal(gw.stderr().includes(keyBefore), false, 'not printed again');
+    const a = client(gw.url, keyBefore);
+    assert.deepEqual((await a.get('/v1/cities/list')).body.items.map((c: { city_id: string }) => c.city_id), ['keep']);
+    const env = (await a.get('/v1/env/list')).body.items.find((e: { key: string }) => e.key === 'KEEP_ME');
+    assert.equal(env.value, 'kept');
+    assert.equal((await client(gw.url, userToken).get('/v1/cities/current')).status, 200);
+    assert.equal((await client(gw.url, bureauToken).get('/v1/cities/list')).status, 200);
+  } finally {
+    await gw.stop();
+  }
+});
+
+test('GATEWAY_ADMIN_SECRET_KEY from the process environment seeds the first boot', async () => {
+  const key = 'cg_admin_from_the_environment_0123456789';
+  const gw = await startGateway({ env: { GATEWAY_ADMIN_SECRET_KEY: key } });
+  try {
+    assert.equal(gw.adminKey, key);
+    assert.equal(gw.stderr().includes(key), false, 'a key the operator chose is not echoed');
+    assert.equal((await client(gw.url, key).get('/v1/env/list')).status, 200);
+  } finally {
+    await gw.stop();
+  }
+});
+
+test('four gateways booted at once on one new database: one admin key, one active signing key', async () => {
+  const dir = tempDir();
+  const gws = await Promise.all([1, 2, 3, 4].map(() => startGateway({ dir })));
+  try {
+    const db = new DatabaseSync(join(dir, 'citygate.sqlite'), { readOnly: true });
+    const keys = db.prepare(`SELECT value FROM env WHERE key = 'GATEWAY_ADMIN_SECRET_KEY'`).all();
+    const active = db.prepare(`SELECT kid FROM signing_keys WHERE status = 'active'`).all();
+    const migrations = db.prepare(`SELECT name FROM _migrations`).all();
+    db.close();
+    assert.equal(keys.length, 1);
+    assert.equal(active.length, 1);
+    assert.equal(new Set(migrations.map((m) => (m as { name: string }).name)).size, migrations.length);
+    const adminKey = readAdminKey(join(dir, 'citygate.sqlite'));
+    const printed = gws.filter((g) => g.stderr().includes(adminKey)).length;
+    assert.equal(printed, 1, 'exactly one process generated and printed the key');
+    // A token issued by one process works on every other.
+    await client(gws[0].url, adminKey).post('/v1/cities/create', { name: 'Shared', city_id: 'shared' });
+    const t = (await client(gws[1].url, adminKey).post('/v1/cities/tokens/apply', { city_id: 'shared', user_id: 'u' })).body.user_token;
+    for (const g of gws) assert.equal((await client(g.url, t).get('/v1/cities/current')).status, 200);
+    const jwks = await Promise.all(gws.map(async (g) => JSON.stringify((await client(g.url).get('/.well-known/jwks.json')).body)));
+    assert.equal(new Set(jwks).size, 1);
+  } finally {
+    await Promise.all(gws.map((g) => g.stop()));
+  }
+});
+
+test('`citygate admin-key` reads the key from DATABASE_PATH; a pause on one process reaches the others', async () => {
+  const dir = tempDir();
+  const [a, b] = await Promise.all([startGateway({ dir }), startGateway({ dir })]);
+  try {
+    const { execFileSync } = await import('node:child_process');
+    const printed = execFileSync(process.execPath, ['src/cli/main.ts', 'admin-key'], {
+      env: { ...process.env, DATABASE_PATH: a.dbPath },
+      encoding: 'utf8',
+    }).trim();
+    assert.equal(printed, a.adminKey);
+    const admin = client(a.url, a.adminKey);
+    await admin.post('/v1/cities/create', { name: 'P', city_id: 'p' });
+    const t = client(b.url, (await admin.post('/v1/cities/tokens/apply', { city_id: 'p', user_id: 'u' })).body.user_token);
+    assert.equal((await t.get('/v1/cities/current')).status, 200);
+    await admin.post('/v1/cities/pause', { city_id: 'p' });
+    const deadline = Date.now() + 6000;
+    let status = 200;
+    while (Date.now() < deadline && status !== 403) {
+      status = (await t.get('/v1/cities/current')).status;
+      if (status !== 403) await new Promise((r) => setTimeout(r, 250));
+    }
+    assert.equal(status, 403, 'the other process sees the pause within a few seconds');
+  } finally {
+    await Promise.all([a.stop(), b.stop()]);
+  }
+});
