@@ -5,9 +5,11 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { join } from 'node:path';
 import { startGateway, type TestGateway } from '../helpers/gateway.ts';
-import { call, client } from '../helpers/http.ts';
+import { call, client, errorOf } from '../helpers/http.ts';
 import { readFileSync } from 'node:fs';
 import { bundleWorker, nodeBuiltinImports, startWorker, type TestWorker } from '../helpers/worker.ts';
+import { startOpenAIStub, type OpenAIStub } from '../stubs/openai.ts';
+import { R2BlobStore } from '../../src/runtimes/workers/r2.ts';
 import { conformance } from './conformance.ts';
 
 const PROBE_ENTRY = join(import.meta.dirname, 'fixtures/probe-worker.ts');
@@ -23,16 +25,31 @@ async function until<T>(what: string, fn: () => Promise<T | null | undefined | f
 }
 
 let bundle: string;
-before(() => {
+let stub: OpenAIStub;
+before(async () => {
   bundle = bundleWorker(PROBE_ENTRY);
+  stub = await startOpenAIStub({ slowMs: 1500 });
 });
+after(() => stub?.close());
 
 describe('Worker in workerd (Miniflare, local D1/Queues/R2)', () => {
   let w: TestWorker;
   let adminKey: string;
 
   before(async () => {
-    w = await startWorker({ bundle, storage: { publicUrlPrefix: 'https://media.example.com' } });
+    // Provider keys as Worker vars (the "process env"); the env table still comes first.
+    w = await startWorker({
+      bundle,
+      storage: true,
+      vars: {
+        TEXTPROVIDER_API_KEY: 'sk-stub',
+        TEXTPROVIDER_BASE_URL: stub.url,
+        TEXTPROVIDER_MODELS: 'stub-model',
+        OPENAI_API_KEY: 'sk-stub',
+        OPENAI_BASE_URL: stub.url,
+        AI_VIDEO_POLL_MS: '50',
+      },
+    });
     // Seed §1: the first GET /health initializes the service.
     const h = await call(w.url, 'GET', '/health');
     assert.equal(h.status, 200, w.logs());
@@ -72,7 +89,7 @@ describe('Worker in workerd (Miniflare, local D1/Queues/R2)', () => {
     const admin = client(w.url, adminKey);
     const put = await admin.post('/v1/probe/blob/put', { key: 'img/a b.png', text: 'PNG…', content_type: 'image/png' });
     assert.equal(put.status, 200);
-    assert.deepEqual(put.body, { stored: true, public_url: 'https://media.example.com/img/a%20b.png' });
+    assert.deepEqual(put.body, { stored: true, public_url: null }, 'no public URL prefix declared: files go through the gateway');
     const got = await call(w.url, 'GET', `/v1/probe/blob/get?key=${encodeURIComponent('img/a b.png')}`, { token: adminKey });
     assert.equal(got.status, 200);
     assert.equal(got.headers.get('content-type'), 'image/png');
@@ -84,6 +101,99 @@ describe('Worker in workerd (Miniflare, local D1/Queues/R2)', () => {
     const r = await admin.post('/v1/probe/background', { id: 'bg1' });
     assert.deepEqual(r.body, { accepted: 'bg1' });
     await until('background write', async () => (await admin.get('/v1/probe/state?key=PROBE_BG_BG1')).body.value === 'done');
+  });
+
+  describe('ai on the edge, against the stub upstream', () => {
+    let alice: string;
+    before(async () => {
+      const admin = client(w.url, adminKey);
+      await admin.post('/v1/cities/create', { name: 'AI city', city_id: 'ai-a' });
+      alice = (await admin.post('/v1/cities/tokens/apply', { city_id: 'ai-a', user_id: 'alice' })).body.user_token;
+    });
+
+    test('chat/completions: JSON and server-sent events, the provider key upstream', async () => {
+      const r = await call(w.url, 'POST', '/v1/ai/chat/completions', {
+        token: alice,
+        body: { model: 'stub-model', messages: [{ role: 'user', content: 'hello there' }] },
+      });
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.body.object, 'chat.completion');
+      assert.equal(r.body.choices[0].message.content, 'Hello from stub: hello there');
+      const upstream = [...stub.requests].reverse().find((q) => q.path === '/v1/chat/completions')!;
+      assert.equal(upstream.headers.authorization, 'Bearer sk-stub');
+      const s = await call(w.url, 'POST', '/v1/ai/chat/completions', {
+        token: alice,
+        body: { model: 'stub-model', stream: true, messages: [{ role: 'user', content: 'one two' }] },
+      });
+      assert.equal(s.status, 200);
+      assert.match(s.headers.get('content-type') ?? '', /text\/event-stream/);
+      const text = s.text
+        .split('\n')
+        .filter((l) => l.startsWith('data: {'))
+        .map((l) => JSON.parse(l.slice(6)).choices?.[0]?.delta?.content ?? '')
+        .join('');
+      assert.equal(text, 'Hello from stub: one two');
+      assert.match(s.text, /data: \[DONE\]/);
+    });
+
+    test('the city_id rule with a user token: ai/text for another city → 403', async () => {
+      const ok = await client(w.url, alice).post('/v1/ai/text', { model: 'stub-model', prompt: 'hi', city_id: 'ai-a' });
+      assert.equal(ok.status, 200, ok.text);
+      assert.deepEqual(ok.body.parts, [{ type: 'text', text: 'Hello from stub: hi' }]);
+      const r = await client(w.url, alice).post('/v1/ai/text', { model: 'stub-model', prompt: 'hi', city_id: 'city-b' });
+      assert.equal(r.status, 403);
+      assert.equal(errorOf(r).code, 'city_mismatch');
+    });
+
+    test('models: the user view and the admin view', async () => {
+      const u = await call(w.url, 'GET', '/v1/ai/models', { token: alice });
+      assert.equal(u.status, 200);
+      assert.ok(u.body.items.some((m: { id: string }) => m.id === 'stub-model'));
+      assert.ok(u.body.items.every((m: object) => !('env_requirements' in m)));
+      const a = await call(w.url, 'GET', '/v1/ai/models', { token: adminKey });
+      assert.ok(a.body.items.every((m: object) => 'env_requirements' in m));
+    });
+
+    test('an image job completes through the local queue; the file is served from R2 through the gateway', async () => {
+      const u = client(w.url, alice);
+      const created = await u.post('/v1/ai/image/create', { model: 'openai/gpt-image-1', prompt: 'a cat' });
+      assert.equal(created.status, 200, created.text);
+      const job = await until('image job', async () => {
+        const r = await u.post('/v1/ai/image/result', { job_id: created.body.job_id });
+        return r.body.status === 'succeeded' || r.body.status === 'failed' ? r.body : null;
+      });
+      assert.equal(job.status, 'succeeded', JSON.stringify(job));
+      // GATEWAY_CITY_BASE_URL (set above) is the public origin; the path is the gateway's.
+      const url = new URL(job.images[0].url as string);
+      assert.equal(url.origin, 'https://city.example.com');
+      assert.ok(url.pathname.startsWith('/v1/ai/files/'), url.pathname);
+      const file = await fetch(w.url + url.pathname);
+      assert.equal(file.status, 200);
+      assert.equal(file.headers.get('content-type'), 'image/png');
+      const bytes = new Uint8Array(await file.arrayBuffer());
+      assert.deepEqual([...bytes.slice(1, 4)], [0x50, 0x4e, 0x47], 'PNG');
+      const keys = await w.mf.getR2Bucket('MEDIA').then((b) => b.list());
+      assert.ok(keys.objects.some((o) => url.pathname.endsWith(o.key)));
+    });
+  });
+
+  test('a video job polls the upstream through re-sent queue messages (RetryJob) until done', async () => {
+    const admin = client(w.url, adminKey);
+    await admin.post('/v1/cities/create', { name: 'Video city', city_id: 'vid-a' });
+    const token = (await admin.post('/v1/cities/tokens/apply', { city_id: 'vid-a', user_id: 'v' })).body.user_token;
+    const u = client(w.url, token);
+    const created = await u.post('/v1/ai/video', { model: 'stub-video', prompt: 'waves', seconds: 2 });
+    assert.equal(created.status, 200, created.text);
+    const job = await until(
+      'video job',
+      async () => {
+        const r = await u.post('/v1/ai/video', { job_id: created.body.job_id });
+        return r.body.status === 'succeeded' || r.body.status === 'failed' ? r.body : null;
+      },
+      20_000,
+    );
+    assert.equal(job.status, 'succeeded', JSON.stringify(job));
+    assert.equal(job.videos[0].media_type, 'video/mp4');
   });
 
   test('data survives a restart of the Worker on the same D1 state directory', async () => {
@@ -107,6 +217,12 @@ test('shared code uses no Node-only API: the wrangler bundle (no nodejs_compat) 
   assert.deepEqual(nodeBuiltinImports(readFileSync(bundle, 'utf8')), []);
   // The detector itself finds what wrangler leaves external.
   assert.deepEqual(nodeBuiltinImports('import { readFileSync } from "node:fs";\nconst x = await import("node:sqlite");'), ['node:fs', 'node:sqlite']);
+});
+
+test('R2BlobStore: public URLs from the declared prefix, key segments encoded', () => {
+  const bucket = { put: async () => null, get: async () => null };
+  assert.equal(new R2BlobStore(bucket, 'https://media.example.com/').publicUrl('ai/x y.png'), 'https://media.example.com/ai/x%20y.png');
+  assert.equal(new R2BlobStore(bucket, null).publicUrl('ai/x.png'), null);
 });
 
 describe('cold start', () => {

@@ -9,6 +9,8 @@ import { createGateway, type Gateway } from '../../kernel/gateway.ts';
 import type { JobMessage } from '../../kernel/jobs.ts';
 import { jsonLogger, type Logger } from '../../kernel/log.ts';
 import type { ServiceDef } from '../../kernel/service.ts';
+import type { AiConfig } from '../../services/ai/registry.ts';
+import { AI_CONFIG } from '../../services/ai/state.ts';
 import { selectServices, stockServices } from '../../services/index.ts';
 import { readWorkerConfig, varsOf } from './config.ts';
 import { CloudflareJobQueue, consumeBatch } from './queue.ts';
@@ -18,6 +20,8 @@ import type { ExecutionContext, MessageBatch, Queue, R2Bucket, WorkerEnv } from 
 export interface WorkerOptions {
   /** The services to mount (GATEWAY_SERVICES still selects among them). Default: the stock catalog. */
   services?: ServiceDef[];
+  /** Models and provider slots the project adds to the ai registry (what citygate.config.ts holds on Node). */
+  ai?: AiConfig;
   logger?: Logger;
 }
 
@@ -38,18 +42,25 @@ function binding<T>(env: WorkerEnv, name: string, what: string): T {
 export function gatewayFromEnv(env: WorkerEnv, opts: WorkerOptions = {}): Gateway {
   const cfg = readWorkerConfig(env);
   const db = openD1(binding<D1Database>(env, cfg.databaseBinding, 'D1 database'));
-  const queue = env[cfg.queueBinding] as Queue<JobMessage> | undefined;
+  const queue = queueOf(env);
   const bucket = cfg.storageBinding ? binding<R2Bucket>(env, cfg.storageBinding, 'R2 bucket') : null;
-  return createGateway({
+  const gateway = createGateway({
     db,
     services: selectServices(cfg.services, opts.services ?? stockServices),
     processEnv: varsOf(env),
     // Without a queue binding jobs run in the background of the request (not durable).
-    jobs: queue && typeof queue.send === 'function' ? new CloudflareJobQueue(queue) : undefined,
+    jobs: queue ? new CloudflareJobQueue(queue) : undefined,
     storage: bucket ? new R2BlobStore(bucket, cfg.storagePublicUrl) : null,
     logger: opts.logger ?? jsonLogger(),
     config: { localLogin: cfg.localLogin, ...(cfg.version ? { version: cfg.version } : {}) },
   });
+  if (opts.ai) gateway.context.provide(AI_CONFIG, opts.ai);
+  return gateway;
+}
+
+function queueOf(env: WorkerEnv): Queue<JobMessage> | undefined {
+  const q = env[readWorkerConfig(env).queueBinding] as Queue<JobMessage> | undefined;
+  return q && typeof q.send === 'function' ? q : undefined;
 }
 
 const STREAMING = /^(text\/event-stream|application\/x-ndjson)/i;
@@ -73,7 +84,7 @@ export function createWorker(opts: WorkerOptions = {}): GatewayWorker {
     },
     async queue(batch, env, ctx) {
       const gw = gatewayFor(env);
-      await consumeBatch(gw, batch);
+      await consumeBatch(gw, batch, queueOf(env));
       ctx.waitUntil(gw.idle());
     },
   };

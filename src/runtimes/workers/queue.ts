@@ -25,8 +25,13 @@ function isJobMessage(b: unknown): b is JobMessage {
   return !!m && typeof m.service === 'string' && typeof m.type === 'string' && typeof m.id === 'string';
 }
 
-/** Runs a batch: each message is acked when its job ran, retried (with back-off) when it threw. */
-export async function consumeBatch(gateway: Gateway, batch: MessageBatch): Promise<void> {
+/**
+ * Runs a batch. A job that ran is acked. A job asking to run again later (RetryJob: a video
+ * still rendering) is sent again with its delay and acked, so polling never uses up the
+ * queue's retries. A job that threw is retried with back-off, up to the consumer's
+ * max_retries.
+ */
+export async function consumeBatch(gateway: Gateway, batch: MessageBatch, queue?: Queue<JobMessage>): Promise<void> {
   const log = gateway.context.log;
   await Promise.all(
     batch.messages.map(async (m) => {
@@ -39,6 +44,15 @@ export async function consumeBatch(gateway: Gateway, batch: MessageBatch): Promi
         await gateway.runJob(m.body);
         m.ack();
       } catch (e) {
+        if (e instanceof RetryJob && queue) {
+          try {
+            await new CloudflareJobQueue(queue).enqueue(m.body, { delayMs: e.delayMs });
+            m.ack();
+            return;
+          } catch (sendError) {
+            log('warn', 'job could not be re-sent; retrying the message', { error: String(sendError) });
+          }
+        }
         const delayMs = e instanceof RetryJob ? e.delayMs : Math.min(60_000, 1000 * 2 ** Math.min(m.attempts, 6));
         log(e instanceof RetryJob ? 'info' : 'error', 'job retried', {
           service: m.body.service,
