@@ -247,7 +247,14 @@ describe('citygate deploy', () => {
   });
 
   test('models and usage call the gateway and print its answer or its error cleanly', async () => {
-    for (const cmd of [['models'], ['usage']]) {
+    const models = await s.cli(['models']);
+    assert.equal(models.code, 0, models.stderr);
+    assert.match(models.stdout, /^ID\s+NAME\s+MODALITIES\s+REQUIRES/m);
+    assert.match(models.stdout, /^openai\/gpt-image-1\s+/m);
+    const json = JSON.parse((await s.cli(['models', '--json'])).stdout);
+    assert.ok(json.items.every((m: object) => 'env_requirements' in m), 'the admin view');
+    // usage is another engineer's service: its answer when mounted, else a clean error.
+    for (const cmd of [['usage']]) {
       const r = await s.cli(cmd);
       if (r.code === 0) assert.ok(r.stdout.trim().length > 0);
       else {
