@@ -2,12 +2,14 @@
 // records its calls and "deploys" to a Miniflare-served copy of the real Worker, whose
 // local D1 it reads for the admin key. Then the admin commands against that gateway.
 import assert from 'node:assert/strict';
-import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
-import { delimiter, join } from 'node:path';
+import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { delimiter, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { tempDir } from '../helpers/gateway.ts';
 import { runCli, type CliResult } from '../helpers/cli.ts';
-import { startWorker, type TestWorker } from '../helpers/worker.ts';
+import { startWorker, wranglerBundle, type TestWorker } from '../helpers/worker.ts';
+import { validateDeclaration } from '../../src/cli/deploy/declaration.ts';
+import { wranglerConfig } from '../../src/cli/deploy/wrangler-config.ts';
 
 const ACCOUNT = 'feedc0de0123456789abcdef01234567';
 const STEPS = ['declaration', 'login', 'version', 'build', 'typecheck', 'resources', 'deploy', 'register', 'verify'];
@@ -24,6 +26,8 @@ interface Call {
 let worker: TestWorker;
 let root: string;
 let bin: string;
+/** What the real wrangler said about the generated config of a scaffolded project. */
+let realWrangler: string;
 
 before(async () => {
   root = tempDir('citygate-deploy-');
@@ -32,8 +36,21 @@ before(async () => {
   mkdirSync(bin);
   writeFileSync(join(bin, 'wrangler'), `#!/bin/sh\nexec "${process.execPath}" "${join(root, 'fake-wrangler.ts')}" "$@"\n`);
   chmodSync(join(bin, 'wrangler'), 0o755);
-  // The "deployed" Worker: the real entry, bundled by wrangler, served by Miniflare.
-  worker = await startWorker({ persistDir: join(root, 'edge-state') });
+  // The "deployed" Worker: a scaffolded project (`citygate init`) depending on this citygate,
+  // bundled by the real wrangler with the config a deploy generates, served by Miniflare.
+  const tmpl = join(root, 'template');
+  const init = await runCli(['init', tmpl, '--target', 'edge']);
+  assert.equal(init.code, 0, init.stderr);
+  mkdirSync(join(tmpl, 'node_modules'));
+  symlinkSync(resolve(import.meta.dirname, '../..'), join(tmpl, 'node_modules', 'citygate'), 'dir');
+  const city = JSON.parse(readFileSync(join(tmpl, 'city.json'), 'utf8'));
+  city.resources.storage = { type: 'r2', binding: 'MEDIA', name: 'template-media' };
+  const config = join(tmpl, '.citygate-wrangler-test.json');
+  writeFileSync(config, JSON.stringify(wranglerConfig(validateDeclaration(city), { databaseId: null }, { version: '0.1.0', accountId: ACCOUNT })));
+  const { bundle, output } = wranglerBundle(config, join(tmpl, 'dist'));
+  realWrangler = output;
+  rmSync(config);
+  worker = await startWorker({ bundle, persistDir: join(root, 'edge-state'), storage: true });
 });
 after(() => worker?.stop());
 
@@ -88,6 +105,14 @@ const label = (c: Call) =>
 const progress = (r: CliResult) => r.stdout.split('\n').filter((l) => /^[✓✗-] /.test(l)).map((l) => l.slice(2).trim().split(/\s+/)[0]);
 const version = (dir: string) => JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')).version as string;
 const leftovers = (dir: string) => readdirSync(dir).filter((f) => f.startsWith('.citygate-wrangler-'));
+
+test('the scaffolded project bundles with the real wrangler and the generated config: bindings and vars', () => {
+  assert.match(realWrangler, /env\.DB \(template-db\)\s+D1 Database/);
+  assert.match(realWrangler, /env\.JOBS \(template-queue\)\s+Queue/);
+  assert.match(realWrangler, /env\.MEDIA \(template-media\)\s+R2 Bucket/);
+  assert.match(realWrangler, /env\.CITYGATE_STORAGE_BINDING \("MEDIA"\)/);
+  assert.doesNotMatch(realWrangler, /\[WARNING\]|\[ERROR\]/);
+});
 
 describe('citygate init', () => {
   test('scaffolds an edge project: city.json, package.json, entry, .gitignore, .env.example', async () => {

@@ -32,8 +32,18 @@ export function bundleWorker(entry = WORKER_ENTRY): string {
       d1_databases: [{ binding: 'DB', database_name: 'citygate-test-db', database_id: '00000000-0000-0000-0000-000000000000' }],
     }),
   );
-  const r = spawnSync(WRANGLER, ['deploy', '--dry-run', '--outdir', join(dir, 'out'), '--config', config], {
-    cwd: dir,
+  const { bundle } = wranglerBundle(config, join(dir, 'out'));
+  bundles.set(entry, bundle);
+  return bundle;
+}
+
+/**
+ * `wrangler deploy --dry-run --config <config> --outdir <outdir>` with the real wrangler:
+ * checks the config, bundles its `main`, and refuses a bundle that imports Node built-ins.
+ */
+export function wranglerBundle(config: string, outdir: string): { bundle: string; output: string } {
+  const r = spawnSync(WRANGLER, ['deploy', '--dry-run', '--outdir', outdir, '--config', config], {
+    cwd: dirname(config),
     encoding: 'utf8',
     env: {
       ...process.env,
@@ -42,16 +52,16 @@ export function bundleWorker(entry = WORKER_ENTRY): string {
       CI: 'true',
     },
   });
-  if (r.status !== 0) throw new Error(`wrangler could not bundle ${entry}:\n${r.stdout}\n${r.stderr}`);
-  const js = readdirSync(join(dir, 'out')).filter((f) => f.endsWith('.js'));
-  if (js.length !== 1) throw new Error(`expected one bundle in ${join(dir, 'out')}, found: ${js.join(', ')}`);
-  const out = join(dir, 'out', js[0]);
+  const output = `${r.stdout}\n${r.stderr}`;
+  if (r.status !== 0) throw new Error(`wrangler could not bundle with ${config}:\n${output}`);
+  const js = readdirSync(outdir).filter((f) => f.endsWith('.js'));
+  if (js.length !== 1) throw new Error(`expected one bundle in ${outdir}, found: ${js.join(', ')}`);
+  const bundle = join(outdir, js[0]);
   // Without nodejs_compat, wrangler leaves `node:*` imports external and the Worker would
   // fail to load on Cloudflare: shared code must not use Node-only APIs.
-  const nodeImports = nodeBuiltinImports(readFileSync(out, 'utf8'));
-  if (nodeImports.length) throw new Error(`the Worker bundle of ${entry} imports Node-only modules: ${nodeImports.join(', ')}`);
-  bundles.set(entry, out);
-  return out;
+  const nodeImports = nodeBuiltinImports(readFileSync(bundle, 'utf8'));
+  if (nodeImports.length) throw new Error(`the Worker bundle of ${config} imports Node-only modules: ${nodeImports.join(', ')}`);
+  return { bundle, output };
 }
 
 /** `node:*` (and bare Node built-in) modules a bundle still imports. */
