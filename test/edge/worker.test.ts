@@ -48,6 +48,7 @@ describe('Worker in workerd (Miniflare, local D1/Queues/R2)', () => {
         OPENAI_API_KEY: 'sk-stub',
         OPENAI_BASE_URL: stub.url,
         AI_VIDEO_POLL_MS: '50',
+        GATEWAY_CITY_BASE_URL: 'https://from-a-var.example.com',
       },
     });
     // Seed §1: the first GET /health initializes the service.
@@ -163,7 +164,8 @@ describe('Worker in workerd (Miniflare, local D1/Queues/R2)', () => {
         return r.body.status === 'succeeded' || r.body.status === 'failed' ? r.body : null;
       });
       assert.equal(job.status, 'succeeded', JSON.stringify(job));
-      // GATEWAY_CITY_BASE_URL (set above) is the public origin; the path is the gateway's.
+      // GATEWAY_CITY_BASE_URL is the public origin: the env table's value (set above) wins
+      // over the Worker var. The path is the gateway's.
       const url = new URL(job.images[0].url as string);
       assert.equal(url.origin, 'https://city.example.com');
       assert.ok(url.pathname.startsWith('/v1/ai/files/'), url.pathname);
