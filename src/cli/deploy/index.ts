@@ -205,7 +205,13 @@ async function deploy(o: DeployOptions): Promise<void> {
         if (!pkg?.json.scripts?.[script]) return { skipped: `no "${script}" script in package.json` };
         const pm = packageManager(dir);
         const r = await runProcess(pm, ['run', script], { cwd: dir, env, timeoutMs: 600_000 });
-        if (r.code !== 0) throw new StepError(`\`${pm} run ${script}\` exited with ${r.code}`, { output: r.output, fix: `fix the ${script} errors above, then deploy again` });
+        if (r.code !== 0) {
+          const missing = r.code === 127 || /command not found|: not found|is not recognized/i.test(r.output);
+          throw new StepError(`\`${pm} run ${script}\` exited with ${r.code}`, {
+            output: r.output,
+            fix: missing ? `install the project's dependencies (${pm} install), then deploy again` : `fix the ${script} errors above, then deploy again`,
+          });
+        }
         return { done: `${pm} run ${script}` };
       });
     }
