@@ -297,7 +297,7 @@ async function deploy(o: DeployOptions): Promise<void> {
       if (dryRun) return { skipped: 'dry run' };
       // The first /health initializes the gateway (tables, admin key, signing key).
       const init = await waitForHealth(url!, o.timeoutMs);
-      const r = await w.run(['d1', 'execute', decl.resources.database.name, '--remote', '--json', '--config', temp!.path, '--command', ADMIN_KEY_SQL]);
+      const r = await w.run(['d1', 'execute', decl.resources.database.name, '--remote', '--json', '--yes', '--config', temp!.path, '--command', ADMIN_KEY_SQL]);
       const rows = parseJsonOutput<{ results?: { value?: string }[] }[]>(r.stdout);
       const adminKey = r.code === 0 ? (rows?.[0]?.results?.[0]?.value ?? null) : null;
       registerGateway({ name: decl.name, url: url!, admin_key: adminKey, target: decl.target, project_dir: dir });
