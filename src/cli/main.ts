@@ -1,17 +1,41 @@
 #!/usr/bin/env node
 // The citygate command line.
-import { adminKeyCommand } from './admin-key.ts';
-import { serveCommand } from './serve.ts';
+// Commands load lazily: `citygate cities list` does not pay for the server's imports.
+import { CliError } from './output.ts';
 
 const USAGE = `usage: citygate <command>
 
-  serve        start the gateway (HOST, PORT, DATABASE_PATH, LOCAL_LOGIN, GATEWAY_SERVICES)
-  admin-key    print the admin key stored in DATABASE_PATH
+  serve                     start the gateway (HOST, PORT, DATABASE_PATH, LOCAL_LOGIN, GATEWAY_SERVICES)
+  init [dir] --target edge|node
+                            scaffold a project: city.json, package.json, entry, .gitignore, .env.example
+  deploy [dir] [--dry-run] [--verify-only] [--verify] [--account-id ID]
+                            deploy a cloudflare-workers project and register it as the current gateway
+
+  gateways list|use|add|remove        registered gateways (the CLI config file)
+  cities list|create|pause|activate|remove
+  tokens apply --city ID --user ID
+  env list|set|rm|import FILE
+  models                    the model catalog (admin view)
+  usage [REPORT]            usage records and totals
+  admin-key [--show]        the current gateway's admin key (DATABASE_PATH=… reads a local database)
+
+Admin commands act on the current gateway or --gateway NAME|URL; --json prints JSON.
 `;
 
-const commands: Record<string, (args: string[]) => Promise<number>> = {
-  serve: serveCommand,
-  'admin-key': adminKeyCommand,
+type Run = (args: string[]) => Promise<number>;
+const admin = (name: 'citiesCommand' | 'envCommand' | 'gatewaysCommand' | 'modelsCommand' | 'tokensCommand' | 'usageCommand'): Run => async (a) =>
+  (await import('./admin.ts'))[name](a);
+const commands: Record<string, Run> = {
+  serve: async () => (await import('./serve.ts')).serveCommand(),
+  init: async (a) => (await import('./init.ts')).initCommand(a),
+  deploy: async (a) => (await import('./deploy/index.ts')).deployCommand(a),
+  gateways: admin('gatewaysCommand'),
+  cities: admin('citiesCommand'),
+  tokens: admin('tokensCommand'),
+  env: admin('envCommand'),
+  models: admin('modelsCommand'),
+  usage: admin('usageCommand'),
+  'admin-key': async (a) => (await import('./admin-key.ts')).adminKeyCommand(a),
 };
 
 const [cmd, ...args] = process.argv.slice(2);
@@ -29,5 +53,5 @@ try {
   if (code !== 0 || cmd !== 'serve') process.exitCode = code;
 } catch (e) {
   process.stderr.write(`citygate ${cmd}: ${(e as Error).message}\n`);
-  process.exit(1);
+  process.exitCode = e instanceof CliError ? e.exitCode : 1;
 }

@@ -52,6 +52,8 @@ export interface Gateway {
   runJob(msg: JobMessage): Promise<void>;
   /** Graceful stop: services flush, background work settles. Does not close the database. */
   stop(): Promise<void>;
+  /** Resolves once no background work is pending (Workers hand it to ctx.waitUntil). */
+  idle(): Promise<void>;
   readonly context: GatewayContext;
 }
 
@@ -302,6 +304,9 @@ export function createGateway(opts: GatewayOptions): Gateway {
     async stop() {
       for (const s of services.values()) await s.stop?.(context);
       await Promise.allSettled([...pending]);
+    },
+    async idle() {
+      while (pending.size > 0) await Promise.allSettled([...pending]);
     },
     context,
   };

@@ -1,0 +1,235 @@
+// Admin commands against the current gateway (or --gateway NAME|URL): gateways, cities,
+// tokens, env, models, usage. Tables by default, --json for scripts, exit code 1 on error.
+import { readFileSync } from 'node:fs';
+import { parse, need } from './args.ts';
+import { call, resolveTarget } from './client.ts';
+import { findGateway, loadConfig, maskKey, normalizeUrl, registerGateway, saveConfig } from './config.ts';
+import { CliError, out, print, table } from './output.ts';
+
+type Command = (args: string[]) => Promise<number>;
+
+function sub(name: string, subs: Record<string, Command>, usage: string): Command {
+  return async (args) => {
+    const [s, ...rest] = args;
+    if (!s || s === '--help' || s === '-h' || s === 'help') {
+      process.stdout.write(`usage: ${usage}\n`);
+      return s ? 0 : 1;
+    }
+    const run = subs[s];
+    if (!run) throw new CliError(`unknown subcommand '${name} ${s}'\n\nusage: ${usage}`);
+    return run(rest);
+  };
+}
+
+// ---- gateways -------------------------------------------------------------------------
+
+const GW_USAGE = 'citygate gateways list|use NAME|add URL [--name NAME] [--admin-key KEY]|remove NAME [--json]';
+
+export const gatewaysCommand = sub(
+  'gateways',
+  {
+    async list(args) {
+      const { values } = parse(args, {}, GW_USAGE);
+      const config = loadConfig();
+      const rows = Object.values(config.gateways).map((g) => ({
+        current: g.name === config.current ? '*' : '',
+        name: g.name,
+        url: g.url,
+        admin_key: maskKey(g.admin_key),
+        target: g.target ?? '',
+      }));
+      const o = out(!!values.json);
+      if (o.json) {
+        o.line(JSON.stringify({ current: config.current, items: Object.values(config.gateways).map(({ admin_key, ...g }) => ({ ...g, has_admin_key: !!admin_key })) }, null, 2));
+      } else o.write(table(rows, [['current', ''], 'name', 'url', ['admin_key', 'ADMIN KEY'], 'target']));
+      return 0;
+    },
+    async use(args) {
+      const { positionals } = parse(args, {}, GW_USAGE);
+      const which = need(positionals[0], 'NAME', GW_USAGE);
+      const config = loadConfig();
+      const g = findGateway(config, which);
+      if (!g) throw new CliError(`no gateway '${which}' is registered; see \`citygate gateways list\``);
+      config.current = g.name;
+      saveConfig(config);
+      process.stdout.write(`current gateway: ${g.name} (${g.url})\n`);
+      return 0;
+    },
+    async add(args) {
+      const { values, positionals } = parse(args, { name: { type: 'string' }, 'admin-key': { type: 'string' }, 'no-use': { type: 'boolean' } }, GW_USAGE);
+      const url = normalizeUrl(need(positionals[0], 'URL', GW_USAGE));
+      const name = (values.name as string | undefined) ?? new URL(url).hostname.split('.')[0];
+      const key = (values['admin-key'] as string | undefined) ?? process.env.CITYGATE_ADMIN_KEY ?? null;
+      const g = registerGateway({ name, url, admin_key: key }, { makeCurrent: !values['no-use'] });
+      process.stdout.write(`registered ${g.name} → ${g.url}${values['no-use'] ? '' : ' (current)'}${key ? '' : '; no admin key: admin commands need CITYGATE_ADMIN_KEY'}\n`);
+      return 0;
+    },
+    async remove(args) {
+      const { positionals } = parse(args, {}, GW_USAGE);
+      const which = need(positionals[0], 'NAME', GW_USAGE);
+      const config = loadConfig();
+      const g = findGateway(config, which);
+      if (!g) throw new CliError(`no gateway '${which}' is registered; see \`citygate gateways list\``);
+      delete config.gateways[g.name];
+      if (config.current === g.name) config.current = null;
+      saveConfig(config);
+      process.stdout.write(`removed ${g.name} (its data on the gateway is untouched)\n`);
+      return 0;
+    },
+  },
+  GW_USAGE,
+);
+
+// ---- cities ---------------------------------------------------------------------------
+
+const CITIES_USAGE = 'citygate cities list|create NAME [--id CITY_ID]|pause ID|activate ID|remove ID [--gateway G] [--json]';
+const CITY_COLUMNS: (string | [string, string])[] = ['city_id', 'name', 'status', 'created_at'];
+
+function cityAction(action: 'pause' | 'activate' | 'remove'): Command {
+  return async (args) => {
+    const { values, positionals } = parse(args, {}, CITIES_USAGE);
+    const id = need(positionals[0], 'CITY_ID', CITIES_USAGE);
+    const r = await call(resolveTarget(values.gateway as string | undefined), 'POST', `/v1/cities/${action}`, { body: { city_id: id } });
+    print(out(!!values.json), r, CITY_COLUMNS);
+    return 0;
+  };
+}
+
+export const citiesCommand = sub(
+  'cities',
+  {
+    async list(args) {
+      const { values } = parse(args, {}, CITIES_USAGE);
+      print(out(!!values.json), await call(resolveTarget(values.gateway as string | undefined), 'GET', '/v1/cities/list'), CITY_COLUMNS);
+      return 0;
+    },
+    async create(args) {
+      const { values, positionals } = parse(args, { id: { type: 'string' } }, CITIES_USAGE);
+      const name = need(positionals[0], 'NAME', CITIES_USAGE);
+      const r = await call(resolveTarget(values.gateway as string | undefined), 'POST', '/v1/cities/create', {
+        body: { name, ...(values.id ? { city_id: values.id } : {}) },
+      });
+      print(out(!!values.json), r, CITY_COLUMNS);
+      return 0;
+    },
+    pause: cityAction('pause'),
+    activate: cityAction('activate'),
+    remove: cityAction('remove'),
+  },
+  CITIES_USAGE,
+);
+
+// ---- tokens ---------------------------------------------------------------------------
+
+const TOKENS_USAGE = 'citygate tokens apply --city CITY_ID --user USER_ID [--ttl SECONDS] [--gateway G] [--json]';
+
+export const tokensCommand = sub(
+  'tokens',
+  {
+    async apply(args) {
+      const { values } = parse(args, { city: { type: 'string' }, user: { type: 'string' }, ttl: { type: 'string' } }, TOKENS_USAGE);
+      const body: Record<string, unknown> = {
+        city_id: need(values.city as string | undefined, '--city', TOKENS_USAGE),
+        user_id: need(values.user as string | undefined, '--user', TOKENS_USAGE),
+      };
+      if (values.ttl !== undefined) {
+        const ttl = Number(values.ttl);
+        if (!Number.isInteger(ttl) || ttl <= 0) throw new CliError('--ttl must be a whole number of seconds');
+        body.ttl = ttl;
+      }
+      const r = await call(resolveTarget(values.gateway as string | undefined), 'POST', '/v1/cities/tokens/apply', { body });
+      print(out(!!values.json), r);
+      return 0;
+    },
+  },
+  TOKENS_USAGE,
+);
+
+// ---- env ------------------------------------------------------------------------------
+
+const ENV_USAGE = 'citygate env list [--reveal]|set KEY VALUE|rm KEY|import FILE [--gateway G] [--json]';
+
+export const envCommand = sub(
+  'env',
+  {
+    async list(args) {
+      const { values } = parse(args, { reveal: { type: 'boolean' } }, ENV_USAGE);
+      const r = await call(resolveTarget(values.gateway as string | undefined), 'GET', '/v1/env/list', {
+        query: { reveal: values.reveal ? 'true' : undefined },
+      });
+      print(out(!!values.json), r, ['key', 'value', 'secret']);
+      return 0;
+    },
+    async set(args) {
+      const { values, positionals } = parse(args, {}, ENV_USAGE);
+      let [key, value] = positionals;
+      if (key?.includes('=') && value === undefined) [key, value] = [key.slice(0, key.indexOf('=')), key.slice(key.indexOf('=') + 1)];
+      need(key, 'KEY', ENV_USAGE);
+      if (value === undefined) throw new CliError(`missing VALUE for ${key}\n\nusage: ${ENV_USAGE}`);
+      const r = await call(resolveTarget(values.gateway as string | undefined), 'POST', '/v1/env/upsert', { body: { key, value } });
+      print(out(!!values.json), r);
+      return 0;
+    },
+    async rm(args) {
+      const { values, positionals } = parse(args, {}, ENV_USAGE);
+      const key = need(positionals[0], 'KEY', ENV_USAGE);
+      const r = await call(resolveTarget(values.gateway as string | undefined), 'POST', '/v1/env/remove', { body: { key } });
+      print(out(!!values.json), r);
+      return 0;
+    },
+    async import(args) {
+      const { values, positionals } = parse(args, {}, ENV_USAGE);
+      const file = need(positionals[0], 'FILE', ENV_USAGE);
+      let content: string;
+      try {
+        content = readFileSync(file, 'utf8');
+      } catch (e) {
+        throw new CliError(`cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+      }
+      const r = await call(resolveTarget(values.gateway as string | undefined), 'POST', '/v1/env/import', { body: { content } });
+      print(out(!!values.json), r);
+      return 0;
+    },
+  },
+  ENV_USAGE,
+);
+
+// ---- models, usage --------------------------------------------------------------------
+
+const MODELS_USAGE = 'citygate models [--gateway G] [--json]';
+
+export async function modelsCommand(args: string[]): Promise<number> {
+  const { values } = parse(args, {}, MODELS_USAGE);
+  const r = await call<{ items: Record<string, unknown>[] }>(resolveTarget(values.gateway as string | undefined), 'GET', '/v1/ai/models');
+  const o = out(!!values.json);
+  if (o.json) return o.line(JSON.stringify(r, null, 2)), 0;
+  const rows = (r.items ?? []).map((m) => ({
+    ...m,
+    env: ((m.env_requirements as { key: string; required: boolean }[] | undefined) ?? []).filter((e) => e.required).map((e) => e.key),
+  }));
+  o.write(table(rows, ['id', 'name', 'modalities', ['env', 'REQUIRES']]));
+  return 0;
+}
+
+const USAGE_USAGE = 'citygate usage [REPORT] [--city ID] [--user ID] [--from DATE] [--to DATE] [--gateway G] [--json]   (REPORT defaults to summary)';
+
+export async function usageCommand(args: string[]): Promise<number> {
+  const { values, positionals } = parse(
+    args,
+    { city: { type: 'string' }, user: { type: 'string' }, from: { type: 'string' }, to: { type: 'string' }, limit: { type: 'string' } },
+    USAGE_USAGE,
+  );
+  const report = positionals[0] ?? 'summary';
+  if (!/^[a-z][a-z0-9/_-]*$/.test(report)) throw new CliError(`not a usage report name: ${report}\n\nusage: ${USAGE_USAGE}`);
+  const r = await call(resolveTarget(values.gateway as string | undefined), 'GET', `/v1/usage/${report}`, {
+    query: {
+      city_id: values.city as string | undefined,
+      user_id: values.user as string | undefined,
+      from: values.from as string | undefined,
+      to: values.to as string | undefined,
+      limit: values.limit as string | undefined,
+    },
+  });
+  print(out(!!values.json), r);
+  return 0;
+}

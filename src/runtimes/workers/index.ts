@@ -1,0 +1,93 @@
+// The Cloudflare Workers runtime: the same createGateway and services, on D1, with
+// Cloudflare Queues behind the job queue, R2 behind the blob store when storage is
+// declared, and ctx.waitUntil keeping background work alive after the response.
+//
+//   export default createWorker();                       // stock services
+//   export default createWorker({ services: [...] });    // a custom selection
+import { openD1, type D1Database } from '../../db/dialects/d1.ts';
+import { createGateway, type Gateway } from '../../kernel/gateway.ts';
+import type { JobMessage } from '../../kernel/jobs.ts';
+import { jsonLogger, type Logger } from '../../kernel/log.ts';
+import type { ServiceDef } from '../../kernel/service.ts';
+import type { AiConfig } from '../../services/ai/registry.ts';
+import { AI_CONFIG } from '../../services/ai/state.ts';
+import { selectServices, stockServices } from '../../services/index.ts';
+import { readWorkerConfig, varsOf } from './config.ts';
+import { CloudflareJobQueue, consumeBatch } from './queue.ts';
+import { R2BlobStore } from './r2.ts';
+import type { ExecutionContext, MessageBatch, Queue, R2Bucket, WorkerEnv } from './types.ts';
+
+export interface WorkerOptions {
+  /** The services to mount (GATEWAY_SERVICES still selects among them). Default: the stock catalog. */
+  services?: ServiceDef[];
+  /** Models and provider slots the project adds to the ai registry (what citygate.config.ts holds on Node). */
+  ai?: AiConfig;
+  logger?: Logger;
+}
+
+export interface GatewayWorker {
+  fetch(req: Request, env: WorkerEnv, ctx: ExecutionContext): Promise<Response>;
+  queue(batch: MessageBatch, env: WorkerEnv, ctx: ExecutionContext): Promise<void>;
+}
+
+function binding<T>(env: WorkerEnv, name: string, what: string): T {
+  const b = env[name];
+  if (!b || typeof b !== 'object') {
+    throw new Error(`The Worker has no ${what} binding '${name}': check resources in city.json and redeploy.`);
+  }
+  return b as T;
+}
+
+/** Builds the gateway from the Worker's env (bindings and vars). */
+export function gatewayFromEnv(env: WorkerEnv, opts: WorkerOptions = {}): Gateway {
+  const cfg = readWorkerConfig(env);
+  const db = openD1(binding<D1Database>(env, cfg.databaseBinding, 'D1 database'));
+  const queue = queueOf(env);
+  const bucket = cfg.storageBinding ? binding<R2Bucket>(env, cfg.storageBinding, 'R2 bucket') : null;
+  const gateway = createGateway({
+    db,
+    services: selectServices(cfg.services, opts.services ?? stockServices),
+    processEnv: varsOf(env),
+    // Without a queue binding jobs run in the background of the request (not durable).
+    jobs: queue ? new CloudflareJobQueue(queue) : undefined,
+    storage: bucket ? new R2BlobStore(bucket, cfg.storagePublicUrl) : null,
+    logger: opts.logger ?? jsonLogger(),
+    config: { localLogin: cfg.localLogin, ...(cfg.version ? { version: cfg.version } : {}) },
+  });
+  if (opts.ai) gateway.context.provide(AI_CONFIG, opts.ai);
+  return gateway;
+}
+
+function queueOf(env: WorkerEnv): Queue<JobMessage> | undefined {
+  const q = env[readWorkerConfig(env).queueBinding] as Queue<JobMessage> | undefined;
+  return q && typeof q.send === 'function' ? q : undefined;
+}
+
+const STREAMING = /^(text\/event-stream|application\/x-ndjson)/i;
+
+export function createWorker(opts: WorkerOptions = {}): GatewayWorker {
+  // One gateway per isolate: its caches (env snapshot, verified tokens, city status) live
+  // as long as the isolate does.
+  let gateway: Gateway | null = null;
+  const gatewayFor = (env: WorkerEnv) => (gateway ??= gatewayFromEnv(env, opts));
+
+  return {
+    async fetch(req, env, ctx) {
+      const gw = gatewayFor(env);
+      const res = await gw.fetch(req, env, ctx);
+      ctx.waitUntil(gw.idle());
+      if (!res.body || !STREAMING.test(res.headers.get('content-type') ?? '')) return res;
+      // A stream's background work (metering after the last chunk) starts after this
+      // returns: hand it to waitUntil when the stream ends.
+      const done = new TransformStream<Uint8Array, Uint8Array>({ flush: () => ctx.waitUntil(gw.idle()) });
+      return new Response(res.body.pipeThrough(done), res);
+    },
+    async queue(batch, env, ctx) {
+      const gw = gatewayFor(env);
+      await consumeBatch(gw, batch, queueOf(env));
+      ctx.waitUntil(gw.idle());
+    },
+  };
+}
+
+export default createWorker();

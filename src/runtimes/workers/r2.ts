@@ -1,0 +1,28 @@
+// R2 behind the kernel's BlobStore (only when city.json declares storage).
+import type { BlobStore, StoredObject } from '../../kernel/storage.ts';
+import type { R2Bucket } from './types.ts';
+
+export class R2BlobStore implements BlobStore {
+  readonly #bucket: R2Bucket;
+  readonly #publicPrefix: string | null;
+
+  /** publicUrlPrefix: the bucket's public URL (custom domain or r2.dev), if it has one. */
+  constructor(bucket: R2Bucket, publicUrlPrefix?: string | null) {
+    this.#bucket = bucket;
+    this.#publicPrefix = publicUrlPrefix ? publicUrlPrefix.replace(/\/+$/, '') : null;
+  }
+
+  async put(key: string, data: Uint8Array, contentType: string): Promise<void> {
+    await this.#bucket.put(key, data, { httpMetadata: { contentType } });
+  }
+
+  async get(key: string): Promise<StoredObject | null> {
+    const obj = await this.#bucket.get(key);
+    if (!obj) return null;
+    return { body: obj.body, contentType: obj.httpMetadata?.contentType ?? 'application/octet-stream', size: obj.size };
+  }
+
+  publicUrl(key: string): string | null {
+    return this.#publicPrefix ? `${this.#publicPrefix}/${key.split('/').map(encodeURIComponent).join('/')}` : null;
+  }
+}

@@ -1,0 +1,266 @@
+// The gateway as a Cloudflare Worker, run by workerd through Miniflare with a local D1
+// (persisted to a temporary directory), a local queue consumed by the same Worker and a
+// local R2 bucket. Black-box over HTTP, the same checks as the Node server.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { join } from 'node:path';
+import { startGateway, type TestGateway } from '../helpers/gateway.ts';
+import { call, client, errorOf } from '../helpers/http.ts';
+import { readFileSync } from 'node:fs';
+import { bundleWorker, nodeBuiltinImports, startWorker, type TestWorker } from '../helpers/worker.ts';
+import { startOpenAIStub, type OpenAIStub } from '../stubs/openai.ts';
+import { R2BlobStore } from '../../src/runtimes/workers/r2.ts';
+import { conformance } from './conformance.ts';
+
+const PROBE_ENTRY = join(import.meta.dirname, 'fixtures/probe-worker.ts');
+
+async function until<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+let bundle: string;
+let stub: OpenAIStub;
+before(async () => {
+  bundle = bundleWorker(PROBE_ENTRY);
+  stub = await startOpenAIStub({ slowMs: 1500 });
+});
+after(() => stub?.close());
+
+describe('Worker in workerd (Miniflare, local D1/Queues/R2)', () => {
+  let w: TestWorker;
+  let adminKey: string;
+
+  before(async () => {
+    // Provider keys as Worker vars (the "process env"); the env table still comes first.
+    w = await startWorker({
+      bundle,
+      storage: true,
+      vars: {
+        TEXTPROVIDER_API_KEY: 'sk-stub',
+        TEXTPROVIDER_BASE_URL: stub.url,
+        TEXTPROVIDER_MODELS: 'stub-model',
+        OPENAI_API_KEY: 'sk-stub',
+        OPENAI_BASE_URL: stub.url,
+        AI_VIDEO_POLL_MS: '50',
+        GATEWAY_CITY_BASE_URL: 'https://from-a-var.example.com',
+      },
+    });
+    // Seed §1: the first GET /health initializes the service.
+    const h = await call(w.url, 'GET', '/health');
+    assert.equal(h.status, 200, w.logs());
+    adminKey = await w.adminKey();
+  });
+  after(() => w?.stop());
+
+  test('the first /health created the built-in tables, the admin key and the signing key in D1', async () => {
+    const tables = (await w.sql<{ name: string }>(`SELECT name FROM sqlite_master WHERE type = 'table'`)).map((r) => r.name);
+    for (const t of ['env', 'cities', 'signing_keys', '_migrations']) assert.ok(tables.includes(t), `table ${t}`);
+    assert.match(adminKey, /^cg_admin_/);
+    assert.equal((await w.sql(`SELECT kid FROM signing_keys WHERE status = 'active'`)).length, 1);
+    const h = await call(w.url, 'GET', '/health');
+    assert.deepEqual(h.body.services.slice(0, 2), ['env', 'cities']);
+  });
+
+  for (const [name, check] of Object.entries(conformance)) {
+    test(name, () => check({ url: w.url, adminKey }));
+  }
+
+  test('env written through the API is what an operator reads with SQL', async () => {
+    await client(w.url, adminKey).post('/v1/env/upsert', { key: 'GATEWAY_CITY_BASE_URL', value: 'https://city.example.com' });
+    const rows = await w.sql<{ value: string }>(`SELECT value FROM env WHERE key = ?`, 'GATEWAY_CITY_BASE_URL');
+    assert.equal(rows[0]?.value, 'https://city.example.com');
+  });
+
+  test('a job goes through the local queue to the same Worker (and a RetryJob is retried)', async () => {
+    const admin = client(w.url, adminKey);
+    assert.equal((await admin.post('/v1/probe/jobs/enqueue', { id: 'j1' })).status, 200);
+    assert.equal((await admin.post('/v1/probe/jobs/enqueue', { id: 'j2', retry_first: true })).status, 200);
+    const state = (id: string) => admin.get(`/v1/probe/state?key=PROBE_JOB_${id.toUpperCase()}`).then((r) => r.body.value as string);
+    await until('job j1', async () => (await state('j1')) === 'done');
+    await until('job j2 after a retry', async () => (await state('j2')) === 'done-after-retry');
+  });
+
+  test('R2 stores media behind the BlobStore, with the public URL prefix', async () => {
+    const admin = client(w.url, adminKey);
+    const put = await admin.post('/v1/probe/blob/put', { key: 'img/a b.png', text: 'PNG…', content_type: 'image/png' });
+    assert.equal(put.status, 200);
+    assert.deepEqual(put.body, { stored: true, public_url: null }, 'no public URL prefix declared: files go through the gateway');
+    const got = await call(w.url, 'GET', `/v1/probe/blob/get?key=${encodeURIComponent('img/a b.png')}`, { token: adminKey });
+    assert.equal(got.status, 200);
+    assert.equal(got.headers.get('content-type'), 'image/png');
+    assert.equal(got.text, 'PNG…');
+  });
+
+  test('background work outlives the response (ctx.waitUntil)', async () => {
+    const admin = client(w.url, adminKey);
+    const r = await admin.post('/v1/probe/background', { id: 'bg1' });
+    assert.deepEqual(r.body, { accepted: 'bg1' });
+    await until('background write', async () => (await admin.get('/v1/probe/state?key=PROBE_BG_BG1')).body.value === 'done');
+  });
+
+  describe('ai on the edge, against the stub upstream', () => {
+    let alice: string;
+    before(async () => {
+      const admin = client(w.url, adminKey);
+      await admin.post('/v1/cities/create', { name: 'AI city', city_id: 'ai-a' });
+      alice = (await admin.post('/v1/cities/tokens/apply', { city_id: 'ai-a', user_id: 'alice' })).body.user_token;
+    });
+
+    test('chat/completions: JSON and server-sent events, the provider key upstream', async () => {
+      const r = await call(w.url, 'POST', '/v1/ai/chat/completions', {
+        token: alice,
+        body: { model: 'stub-model', messages: [{ role: 'user', content: 'hello there' }] },
+      });
+      assert.equal(r.status, 200, r.text);
+      assert.equal(r.body.object, 'chat.completion');
+      assert.equal(r.body.choices[0].message.content, 'Hello from stub: hello there');
+      const upstream = [...stub.requests].reverse().find((q) => q.path === '/v1/chat/completions')!;
+      assert.equal(upstream.headers.authorization, 'Bearer sk-stub');
+      const s = await call(w.url, 'POST', '/v1/ai/chat/completions', {
+        token: alice,
+        body: { model: 'stub-model', stream: true, messages: [{ role: 'user', content: 'one two' }] },
+      });
+      assert.equal(s.status, 200);
+      assert.match(s.headers.get('content-type') ?? '', /text\/event-stream/);
+      const text = s.text
+        .split('\n')
+        .filter((l) => l.startsWith('data: {'))
+        .map((l) => JSON.parse(l.slice(6)).choices?.[0]?.delta?.content ?? '')
+        .join('');
+      assert.equal(text, 'Hello from stub: one two');
+      assert.match(s.text, /data: \[DONE\]/);
+    });
+
+    test('the city_id rule with a user token: ai/text for another city → 403', async () => {
+      const ok = await client(w.url, alice).post('/v1/ai/text', { model: 'stub-model', prompt: 'hi', city_id: 'ai-a' });
+      assert.equal(ok.status, 200, ok.text);
+      assert.deepEqual(ok.body.parts, [{ type: 'text', text: 'Hello from stub: hi' }]);
+      const r = await client(w.url, alice).post('/v1/ai/text', { model: 'stub-model', prompt: 'hi', city_id: 'city-b' });
+      assert.equal(r.status, 403);
+      assert.equal(errorOf(r).code, 'city_mismatch');
+    });
+
+    test('models: the user view and the admin view', async () => {
+      const u = await call(w.url, 'GET', '/v1/ai/models', { token: alice });
+      assert.equal(u.status, 200);
+      assert.ok(u.body.items.some((m: { id: string }) => m.id === 'stub-model'));
+      assert.ok(u.body.items.every((m: object) => !('env_requirements' in m)));
+      const a = await call(w.url, 'GET', '/v1/ai/models', { token: adminKey });
+      assert.ok(a.body.items.every((m: object) => 'env_requirements' in m));
+    });
+
+    test('an image job completes through the local queue; the file is served from R2 through the gateway', async () => {
+      const u = client(w.url, alice);
+      const created = await u.post('/v1/ai/image/create', { model: 'openai/gpt-image-1', prompt: 'a cat' });
+      assert.equal(created.status, 200, created.text);
+      const job = await until('image job', async () => {
+        const r = await u.post('/v1/ai/image/result', { job_id: created.body.job_id });
+        return r.body.status === 'succeeded' || r.body.status === 'failed' ? r.body : null;
+      });
+      assert.equal(job.status, 'succeeded', JSON.stringify(job));
+      // GATEWAY_CITY_BASE_URL is the public origin: the env table's value (set above) wins
+      // over the Worker var. The path is the gateway's.
+      const url = new URL(job.images[0].url as string);
+      assert.equal(url.origin, 'https://city.example.com');
+      assert.ok(url.pathname.startsWith('/v1/ai/files/'), url.pathname);
+      const file = await fetch(w.url + url.pathname);
+      assert.equal(file.status, 200);
+      assert.equal(file.headers.get('content-type'), 'image/png');
+      const bytes = new Uint8Array(await file.arrayBuffer());
+      assert.deepEqual([...bytes.slice(1, 4)], [0x50, 0x4e, 0x47], 'PNG');
+      const keys = await w.mf.getR2Bucket('MEDIA').then((b) => b.list());
+      assert.ok(keys.objects.some((o) => url.pathname.endsWith(o.key)));
+    });
+  });
+
+  test('a video job polls the upstream through re-sent queue messages (RetryJob) until done', async () => {
+    const admin = client(w.url, adminKey);
+    await admin.post('/v1/cities/create', { name: 'Video city', city_id: 'vid-a' });
+    const token = (await admin.post('/v1/cities/tokens/apply', { city_id: 'vid-a', user_id: 'v' })).body.user_token;
+    const u = client(w.url, token);
+    const created = await u.post('/v1/ai/video', { model: 'stub-video', prompt: 'waves', seconds: 2 });
+    assert.equal(created.status, 200, created.text);
+    const job = await until(
+      'video job',
+      async () => {
+        const r = await u.post('/v1/ai/video', { job_id: created.body.job_id });
+        return r.body.status === 'succeeded' || r.body.status === 'failed' ? r.body : null;
+      },
+      20_000,
+    );
+    assert.equal(job.status, 'succeeded', JSON.stringify(job));
+    assert.equal(job.videos[0].media_type, 'video/mp4');
+  });
+
+  test('data survives a restart of the Worker on the same D1 state directory', async () => {
+    const admin = client(w.url, adminKey);
+    await admin.post('/v1/cities/create', { name: 'Durable', city_id: 'durable' });
+    const token = (await admin.post('/v1/cities/tokens/apply', { city_id: 'durable', user_id: 'u' })).body.user_token as string;
+    w = await w.restart();
+    assert.equal(await w.adminKey(), adminKey, 'same admin key');
+    const again = client(w.url, adminKey);
+    const list = await again.get('/v1/cities/list');
+    assert.equal(list.status, 200);
+    assert.ok(list.body.items.some((c: { city_id: string }) => c.city_id === 'durable'));
+    // The signing key survived too: a token issued before the restart still verifies
+    // (a user token is refused by admin routes with 403, not 401).
+    assert.equal((await call(w.url, 'GET', '/v1/cities/list', { token })).status, 403);
+    assert.equal((await again.get('/v1/env/list?reveal=true')).body.items.find((e: { key: string }) => e.key === 'GATEWAY_CITY_BASE_URL')?.value, 'https://city.example.com');
+  });
+});
+
+test('shared code uses no Node-only API: the wrangler bundle (no nodejs_compat) imports no node: module', () => {
+  assert.deepEqual(nodeBuiltinImports(readFileSync(bundle, 'utf8')), []);
+  // The detector itself finds what wrangler leaves external.
+  assert.deepEqual(nodeBuiltinImports('import { readFileSync } from "node:fs";\nconst x = await import("node:sqlite");'), ['node:fs', 'node:sqlite']);
+});
+
+test('R2BlobStore: public URLs from the declared prefix, key segments encoded', () => {
+  const bucket = { put: async () => null, get: async () => null };
+  assert.equal(new R2BlobStore(bucket, 'https://media.example.com/').publicUrl('ai/x y.png'), 'https://media.example.com/ai/x%20y.png');
+  assert.equal(new R2BlobStore(bucket, null).publicUrl('ai/x.png'), null);
+});
+
+describe('cold start', () => {
+  test('two requests at once on a cold Worker (and a second isolate) create one admin key and one signing key', async () => {
+    const w = await startWorker({ bundle, secondIsolate: true });
+    try {
+      const [a, b, c] = await Promise.all([
+        call(w.url, 'GET', '/health'),
+        call(w.url, 'GET', '/health'),
+        w.second('/health'),
+      ]);
+      assert.equal(a.status, 200);
+      assert.equal(b.status, 200);
+      assert.equal(c.status, 200);
+      await c.text();
+      assert.equal((await w.sql(`SELECT value FROM env WHERE key = 'GATEWAY_ADMIN_SECRET_KEY'`)).length, 1);
+      assert.equal((await w.sql(`SELECT kid FROM signing_keys WHERE status = 'active'`)).length, 1);
+      const key = await w.adminKey();
+      // Both isolates accept the one key and sign with the one signing key.
+      assert.equal((await call(w.url, 'GET', '/v1/cities/list', { token: key })).status, 200);
+      const second = await w.second('/v1/cities/list', { headers: { authorization: `Bearer ${key}` } });
+      assert.equal(second.status, 200);
+      await second.text();
+    } finally {
+      await w.stop();
+    }
+  });
+});
+
+describe('Node server (the same checks)', () => {
+  let g: TestGateway;
+  before(async () => {
+    g = await startGateway();
+  });
+  after(() => g?.stop());
+  for (const [name, check] of Object.entries(conformance)) {
+    test(name, () => check({ url: g.url, adminKey: g.adminKey }));
+  }
+});
