@@ -34,7 +34,7 @@ export interface RequestTiming {
   upstreamMs: number;
 }
 
-export interface ActionDef<S extends z.ZodType = z.ZodType, R = unknown> {
+export interface ActionDef<S extends z.ZodType = z.ZodType, R = unknown, O extends z.ZodType = z.ZodType> {
   method: 'GET' | 'POST';
   /** Identities allowed to call; default ['user']; [] allows anyone, guests included. */
   auth?: IdentityKind[];
@@ -45,8 +45,11 @@ export interface ActionDef<S extends z.ZodType = z.ZodType, R = unknown> {
   maxBodyBytes?: number;
   summary?: string;
   description?: string;
-  /** Response schema, for the API reference only. */
-  output?: z.ZodType;
+  /** Response schema: documents the JSON answer in /openapi.json and types it for the client
+   *  (needed when the handler answers a `Response`). Not enforced at run time. */
+  output?: O;
+  /** Media type of a success answer that is not JSON (audio, an event stream, an HTML page). */
+  produces?: string;
   handler(ctx: ActionContext<z.output<S>>): Promise<R | Response> | R | Response;
 }
 
@@ -67,7 +70,7 @@ export interface ServiceDef {
 }
 
 /** Types an action so its handler sees the parsed input. */
-export function action<S extends z.ZodType = z.ZodObject<{}>, R = unknown>(def: ActionDef<S, R>): ActionDef<S, R> {
+export function action<S extends z.ZodType = z.ZodObject<{}>, R = unknown, O extends z.ZodType = z.ZodType>(def: ActionDef<S, R, O>): ActionDef<S, R, O> {
   return def;
 }
 

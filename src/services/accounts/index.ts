@@ -48,6 +48,15 @@ function decodeCursor(s: string): UserCursor {
 
 const providerIds = Object.keys(PROVIDERS) as [keyof typeof PROVIDERS, ...(keyof typeof PROVIDERS)[]];
 
+// Answers of the actions that reply with a no-store Response (documented and typed from here).
+const issuedToken = z.object({ user_token: z.string(), city_id: z.string(), user_id: z.string(), expires_at: z.iso.datetime() });
+const oauthStarted = z.object({ state: z.string(), url: z.url(), provider: z.enum(providerIds), city_id: z.string(), expires_at: z.iso.datetime() });
+const loginResult = z.discriminatedUnion('status', [
+  z.object({ status: z.literal('pending') }),
+  issuedToken.extend({ status: z.literal('done') }),
+  z.object({ status: z.literal('failed'), error: z.string(), message: z.string() }),
+]);
+
 export const accountsService = defineService({
   id: 'accounts',
   name: 'Accounts',
@@ -98,6 +107,7 @@ export const accountsService = defineService({
         user_id: userIdSchema.optional().describe('omit to create a new user'),
         name: z.string().trim().min(1).max(200).optional(),
       }),
+      output: issuedToken,
       handler: async ({ gateway, input }) => {
         if (!localLoginEnabled(gateway)) throw forbidden('local_login_disabled', 'Local login is disabled on this gateway (LOCAL_LOGIN=false).');
         const city = await requireCity(gateway, input.city_id);
@@ -117,6 +127,7 @@ export const accountsService = defineService({
         provider: z.enum(providerIds),
         return_to: z.string().max(2048).optional(),
       }),
+      output: oauthStarted,
       handler: async ({ gateway, input, request }) => noStore(await startLogin(gateway, request, input)),
     }),
     'oauth/callback': action({
@@ -124,6 +135,7 @@ export const accountsService = defineService({
       auth: [],
       summary: `The fixed return URL registered with the providers (${CALLBACK_PATH}); answers an HTML page or redirects to return_to`,
       input: z.object({}).loose(),
+      produces: 'text/html',
       handler: ({ gateway, request, timing }) => handleCallback(gateway, request, timing, hooksOf(gateway)),
     }),
     'oauth/result': action({
@@ -131,6 +143,7 @@ export const accountsService = defineService({
       auth: [],
       summary: 'Poll a login: pending, done (the user token, handed out once) or failed',
       input: z.object({ state: z.string().min(1).max(512) }),
+      output: loginResult,
       handler: async ({ gateway, input }) => noStore(await readResult(gateway, input.state)),
     }),
     me: action({

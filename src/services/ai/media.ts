@@ -81,6 +81,9 @@ const asrJson = z
   })
   .refine((v) => (v.audio === undefined) !== (v.url === undefined), { message: 'give either audio (base64) or url (https)', path: ['audio'] });
 
+/** The JSON form of an asr request (the client types it from here). */
+export type AsrJsonInput = z.input<typeof asrJson>;
+
 export const ASR_MAX_BYTES = 25 * 1024 * 1024;
 
 function fromBase64(s: string): Uint8Array {

@@ -1,0 +1,44 @@
+// The HTTP method of every stock action, so `call(service, action, input)` knows how to send
+// it. The type makes a missing or unknown action a compile error; a test checks the methods
+// against the server's /openapi.json.
+import type { ActionId, ServiceId } from './types.ts';
+
+export type Method = 'GET' | 'POST';
+
+export const METHODS = {
+  env: { list: 'GET', upsert: 'POST', remove: 'POST', import: 'POST' },
+  cities: { list: 'GET', current: 'GET', get: 'GET', create: 'POST', pause: 'POST', activate: 'POST', remove: 'POST', 'tokens/apply': 'POST' },
+  bureaus: { create: 'POST', list: 'GET', revoke: 'POST' },
+  accounts: { providers: 'GET', login: 'POST', 'oauth/start': 'POST', 'oauth/callback': 'GET', 'oauth/result': 'GET', me: 'GET', users: 'GET' },
+  balance: { me: 'GET', history: 'GET', list: 'GET', ledger: 'GET', adjust: 'POST' },
+  payment: {
+    methods: 'GET',
+    checkout: 'POST',
+    'redirect/success': 'GET',
+    'redirect/cancel': 'GET',
+    'webhook/a': 'POST',
+    'webhook/b': 'POST',
+    'payments/me': 'GET',
+    payments: 'GET',
+    'payments/sync': 'POST',
+  },
+  usage: { me: 'GET', list: 'GET', summary: 'GET' },
+  ai: {
+    models: 'GET',
+    text: 'POST',
+    stream: 'POST',
+    'chat/completions': 'POST',
+    'image/create': 'POST',
+    'image/result': 'POST',
+    video: 'POST',
+    tts: 'POST',
+    asr: 'POST',
+    'files/*': 'GET',
+  },
+} as const satisfies { [S in ServiceId]: { [A in ActionId<S>]: Method } } & { [S in ServiceId]: Record<string, Method> };
+
+/** The method of an action; actions of services the client does not know default to POST. */
+export function methodOf(service: string, action: string): Method {
+  const s = (METHODS as Record<string, Record<string, Method>>)[service];
+  return s?.[action] ?? 'POST';
+}
