@@ -21,10 +21,41 @@ function toSchema(schema: z.ZodType, io: 'input' | 'output'): JsonSchema {
   return s;
 }
 
+const ERROR_TEXT: Record<number, string> = {
+  400: 'Invalid input (`param` names the field)',
+  401: 'No or bad credential',
+  402: 'Insufficient credits',
+  403: 'Identity not allowed, city mismatch or paused city',
+  404: 'Unknown route or resource',
+  405: 'Wrong method (see `Allow`)',
+  409: 'Conflict',
+  410: 'Gone (already handed out)',
+  413: 'Body too large',
+  429: 'Rate limited (upstream)',
+  502: 'Upstream failure',
+  504: 'Upstream timeout',
+};
+
+function successContent(action: AnyAction): Record<string, unknown> {
+  const json = { schema: action.output ? toSchema(action.output, 'output') : { type: 'object' } };
+  if (!action.produces?.length) return { 'application/json': json };
+  const out: Record<string, unknown> = {};
+  for (const type of action.produces) {
+    out[type] =
+      type === 'application/json'
+        ? json
+        : type === 'text/event-stream' || type.startsWith('text/')
+          ? { schema: { type: 'string' } }
+          : { schema: { type: 'string', contentMediaType: type } };
+  }
+  return out;
+}
+
 function operation(service: ServiceDef, id: string, action: AnyAction) {
   const auth = action.auth ?? ['user'];
   const input = action.input ?? z.object({});
   const schema = action.body === 'raw' ? null : toSchema(input, 'input');
+  const statuses = new Set([400, 404, 405, ...(auth.length ? [401, 403] : []), ...(action.method === 'POST' ? [413] : []), ...(action.errors ?? [])]);
   const op: Record<string, unknown> = {
     operationId: `${service.id}.${id.replace(/\/\*$/, '').replace(/\//g, '.')}`,
     tags: [service.id],
@@ -35,15 +66,8 @@ function operation(service: ServiceDef, id: string, action: AnyAction) {
       ? auth.filter((k): k is Exclude<IdentityKind, 'guest'> => k !== 'guest').map((k) => ({ [SECURITY[k]]: [] }))
       : [{}],
     responses: {
-      200: {
-        description: 'Success',
-        content: { 'application/json': { schema: action.output ? toSchema(action.output, 'output') : { type: 'object' } } },
-      },
-      400: errorResponse('Invalid input (the `param` names the field)'),
-      ...(auth.length ? { 401: errorResponse('No or bad credential'), 403: errorResponse('Identity not allowed, city mismatch or paused city') } : {}),
-      404: errorResponse('Unknown resource'),
-      405: errorResponse('Wrong method'),
-      413: errorResponse('Body too large'),
+      200: { description: 'Success', content: successContent(action) },
+      ...Object.fromEntries([...statuses].sort().map((st) => [st, errorResponse(ERROR_TEXT[st] ?? 'Error')])),
     },
   };
   if (action.method === 'GET' && schema) {
@@ -51,9 +75,16 @@ function operation(service: ServiceDef, id: string, action: AnyAction) {
     const required = new Set((schema.required as string[] | undefined) ?? []);
     op.parameters = Object.entries(props).map(([name, s]) => ({ name, in: 'query', required: required.has(name), schema: s }));
   } else if (action.method === 'POST') {
-    op.requestBody = schema
-      ? { required: true, content: { 'application/json': { schema } } }
-      : { required: true, content: { 'application/octet-stream': { schema: {} }, 'multipart/form-data': { schema: { type: 'object' } } } };
+    if (schema) op.requestBody = { required: true, content: { 'application/json': { schema } } };
+    else if (action.bodySchema) {
+      op.requestBody = {
+        required: true,
+        content: {
+          'application/json': { schema: toSchema(action.bodySchema, 'input') },
+          'multipart/form-data': { schema: { type: 'object', properties: { file: { type: 'string', contentMediaType: 'application/octet-stream' } } } },
+        },
+      };
+    } else op.requestBody = { required: true, content: { 'application/octet-stream': { schema: {} } } };
   }
   if (id.endsWith('/*')) op.parameters = [...((op.parameters as unknown[]) ?? []), { name: 'path', in: 'path', required: true, schema: { type: 'string' } }];
   return op;

@@ -48,8 +48,12 @@ export interface ActionDef<S extends z.ZodType = z.ZodType, R = unknown, O exten
   /** Response schema: documents the JSON answer in /openapi.json and types it for the client
    *  (needed when the handler answers a `Response`). Not enforced at run time. */
   output?: O;
-  /** Media type of a success answer that is not JSON (audio, an event stream, an HTML page). */
-  produces?: string;
+  /** Media types of a success answer that is not (only) JSON: audio, an event stream, a page. */
+  produces?: string[];
+  /** For `body: 'raw'` actions: the JSON body they also accept (the API reference only). */
+  bodySchema?: z.ZodType;
+  /** Error statuses beyond the common ones (400, 401/403, 404, 405, 413), for the reference. */
+  errors?: number[];
   handler(ctx: ActionContext<z.output<S>>): Promise<R | Response> | R | Response;
 }
 

@@ -135,7 +135,7 @@ export const accountsService = defineService({
       auth: [],
       summary: `The fixed return URL registered with the providers (${CALLBACK_PATH}); answers an HTML page or redirects to return_to`,
       input: z.object({}).loose(),
-      produces: 'text/html',
+      produces: ['text/html'],
       handler: ({ gateway, request, timing }) => handleCallback(gateway, request, timing, hooksOf(gateway)),
     }),
     'oauth/result': action({
@@ -144,6 +144,7 @@ export const accountsService = defineService({
       summary: 'Poll a login: pending, done (the user token, handed out once) or failed',
       input: z.object({ state: z.string().min(1).max(512) }),
       output: loginResult,
+      errors: [410],
       handler: async ({ gateway, input }) => noStore(await readResult(gateway, input.state)),
     }),
     me: action({

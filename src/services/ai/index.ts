@@ -6,7 +6,7 @@ import { notFound } from '../../kernel/errors.ts';
 import { action, defineService } from '../../kernel/service.ts';
 import { chatCompletions, chatInput } from './chat/index.ts';
 import { imageCreate, imageCreateInput, imageResult, jobIdInput, runImage, runVideo, video, videoInput } from './jobs.ts';
-import { asr, ASR_MAX_BYTES, tts, ttsInput } from './media.ts';
+import { asr, ASR_MAX_BYTES, asrJson, tts, ttsInput } from './media.ts';
 import { modesOf, pricesOf } from './prices.ts';
 import { registryOf } from './state.ts';
 import { stream, text, textInput } from './text.ts';
@@ -16,6 +16,20 @@ export { AI_CONFIG } from './state.ts';
 export type { AiConfig, ModelDef, ProviderSlot, Mode } from './registry.ts';
 
 const callers = ['user', 'admin'] as ('user' | 'admin')[];
+/** Errors of calls that reach an upstream (for the API reference). */
+const UPSTREAM = [402, 429, 502, 504];
+const usage = z.object({ input_tokens: z.number(), output_tokens: z.number(), cached_tokens: z.number().optional(), total_tokens: z.number() }).loose();
+const textMessage = z.object({
+  id: z.string(),
+  role: z.literal('assistant'),
+  parts: z.array(z.object({ type: z.literal('text'), text: z.string() })),
+  metadata: z.object({ model: z.string(), usage, finish_reason: z.string() }),
+});
+const job = z.object({ job_id: z.string(), status: z.enum(['queued', 'running', 'succeeded', 'failed']) }).loose();
+const modelEntry = z
+  .object({ id: z.string(), name: z.string(), description: z.string(), modalities: z.array(z.string()), tags: z.array(z.string()), meta: z.record(z.string(), z.unknown()) })
+  .loose();
+
 const FILE_KEY = /^ai\/[A-Za-z0-9_-]{1,64}\/[A-Za-z0-9_-]{16,64}\.[a-z0-9]{1,5}$/;
 
 export const aiService = defineService({
@@ -48,6 +62,7 @@ export const aiService = defineService({
       method: 'GET',
       auth: ['user', 'admin', 'bureau'],
       summary: 'Model catalog (callable models; the admin sees every registered model)',
+      output: z.object({ items: z.array(modelEntry) }),
       handler: ({ gateway: gw, identity }) => {
         const reg = registryOf(gw);
         const admin = identity.kind === 'admin';
@@ -66,25 +81,29 @@ export const aiService = defineService({
         return { items };
       },
     }),
-    text: action({ method: 'POST', auth: callers, input: textInput, summary: 'Generate one assistant message', handler: text }),
-    stream: action({ method: 'POST', auth: callers, input: textInput, summary: 'Stream an assistant message (AI SDK UI message stream)', handler: stream }),
+    text: action({ method: 'POST', auth: callers, input: textInput, output: textMessage, errors: UPSTREAM, summary: 'Generate one assistant message', handler: text }),
+    stream: action({ method: 'POST', auth: callers, input: textInput, produces: ['text/event-stream'], errors: UPSTREAM, summary: 'Stream an assistant message (AI SDK UI message stream)', handler: stream }),
     'chat/completions': action({
       method: 'POST',
       auth: callers,
       input: chatInput,
       maxBodyBytes: 8 * 1024 * 1024,
+      produces: ['application/json', 'text/event-stream'],
+      errors: UPSTREAM,
       summary: 'OpenAI Chat Completions (JSON and SSE)',
       handler: chatCompletions,
     }),
-    'image/create': action({ method: 'POST', auth: callers, input: imageCreateInput, summary: 'Start an image generation job', handler: imageCreate }),
-    'image/result': action({ method: 'POST', auth: callers, input: jobIdInput, summary: 'Poll an image job', handler: imageResult }),
-    video: action({ method: 'POST', auth: callers, input: videoInput, summary: 'Start a video job ({model, prompt}) or poll one ({job_id})', handler: video }),
-    tts: action({ method: 'POST', auth: callers, input: ttsInput, summary: 'Text to speech (audio bytes)', handler: tts }),
+    'image/create': action({ method: 'POST', auth: callers, input: imageCreateInput, output: job, errors: UPSTREAM, summary: 'Start an image generation job', handler: imageCreate }),
+    'image/result': action({ method: 'POST', auth: callers, input: jobIdInput, output: job, summary: 'Poll an image job', handler: imageResult }),
+    video: action({ method: 'POST', auth: callers, input: videoInput, output: job, errors: UPSTREAM, summary: 'Start a video job ({model, prompt}) or poll one ({job_id})', handler: video }),
+    tts: action({ method: 'POST', auth: callers, input: ttsInput, produces: ['audio/mpeg', 'audio/wav', 'audio/ogg', 'audio/aac', 'audio/flac', 'audio/pcm'], errors: UPSTREAM, summary: 'Text to speech (audio bytes)', handler: tts }),
     asr: action({
       method: 'POST',
       auth: callers,
       body: 'raw',
       input: z.object({ city_id: z.string().optional() }).loose(),
+      bodySchema: asrJson,
+      errors: UPSTREAM,
       maxBodyBytes: Math.ceil(ASR_MAX_BYTES * 1.4),
       summary: 'Speech recognition (JSON with base64 audio or an https URL, or multipart)',
       handler: asr,
@@ -93,6 +112,7 @@ export const aiService = defineService({
       method: 'GET',
       auth: [],
       summary: 'A generated file (unguessable URL)',
+      produces: ['application/octet-stream'],
       handler: async ({ gateway: gw, rest }) => {
         if (!FILE_KEY.test(rest) || !gw.storage) throw notFound('file_not_found', 'No such file.');
         const obj = await gw.storage.get(rest);

@@ -71,7 +71,7 @@ export async function tts(ctx: ActionContext<z.output<typeof ttsInput>>): Promis
   });
 }
 
-const asrJson = z
+export const asrJson = z
   .object({
     city_id: z.string().optional(),
     model: z.string().min(1).max(256),

@@ -77,6 +77,7 @@ export const balanceService = defineService({
       method: 'GET',
       auth: ['user'],
       summary: 'The balance of the calling user',
+      output: z.object({ city_id: z.string(), user_id: z.string(), credits: z.number().int(), usd: z.number() }),
       input: z.object({ city_id: z.string().optional() }),
       handler: async ({ gateway, identity }) => {
         const { cityId, userId } = identity as Extract<Identity, { kind: 'user' }>;
@@ -142,6 +143,7 @@ export const balanceService = defineService({
       method: 'POST',
       auth: ['admin', 'bureau'],
       summary: 'Add (or with a negative amount, take) credits, once per idempotency key',
+      errors: [409],
       input: z.object({
         city_id: cityIdSchema,
         user_id: userIdSchema,

@@ -16,6 +16,7 @@ export const cityIdSchema = z
   .max(64)
   .regex(/^[A-Za-z0-9][A-Za-z0-9_-]*$/, 'letters, digits, _ and - only, starting with a letter or digit');
 const byId = z.object({ city_id: cityIdSchema });
+const city = z.object({ city_id: z.string(), name: z.string(), status: z.enum(['active', 'paused']), created_at: z.iso.datetime(), updated_at: z.iso.datetime() });
 
 /** A live city or 404; bureaus only reach their own. */
 export async function requireCity(gw: GatewayContext, cityId: string, identity?: Identity): Promise<CityRow> {
@@ -42,6 +43,7 @@ export const citiesService = defineService({
       method: 'GET',
       auth: ['admin', 'bureau'],
       summary: 'List cities (a bureau sees only its own)',
+      output: z.object({ items: z.array(city) }),
       handler: async ({ gateway, identity }) => ({
         items: (await listCities(gateway.db, boundCity(identity) ?? undefined)).map(toCity),
       }),
@@ -50,6 +52,7 @@ export const citiesService = defineService({
       method: 'GET',
       auth: ['user', 'bureau'],
       summary: 'The city this credential is bound to',
+      output: city,
       input: z.object({ city_id: z.string().optional() }),
       handler: async ({ gateway, identity }) => toCity(await requireCity(gateway, boundCity(identity)!)),
     }),
@@ -57,6 +60,7 @@ export const citiesService = defineService({
       method: 'GET',
       auth: ['admin', 'bureau'],
       summary: 'Get one city',
+      output: city,
       input: byId,
       handler: async ({ gateway, input, identity }) => toCity(await requireCity(gateway, input.city_id, identity)),
     }),
@@ -64,6 +68,8 @@ export const citiesService = defineService({
       method: 'POST',
       auth: ['admin'],
       summary: 'Create a city',
+      output: city,
+      errors: [409],
       input: z.object({ name: z.string().trim().min(1).max(200), city_id: cityIdSchema.optional() }),
       handler: async ({ gateway, input }) => {
         const cityId = input.city_id ?? newId('city', 9);
@@ -77,6 +83,7 @@ export const citiesService = defineService({
       method: 'POST',
       auth: ['admin'],
       summary: 'Pause a city: its user tokens get 403 until it is activated',
+      output: city,
       input: byId,
       handler: async ({ gateway, input }) => toCity(await transition(gateway, input.city_id, 'paused')),
     }),
@@ -84,6 +91,7 @@ export const citiesService = defineService({
       method: 'POST',
       auth: ['admin'],
       summary: 'Activate a paused city',
+      output: city,
       input: byId,
       handler: async ({ gateway, input }) => toCity(await transition(gateway, input.city_id, 'active')),
     }),
@@ -101,6 +109,8 @@ export const citiesService = defineService({
       method: 'POST',
       auth: ['admin', 'bureau'],
       summary: 'Issue a user token bound to one city and one user',
+      output: z.object({ user_token: z.string(), city_id: z.string(), user_id: z.string(), expires_at: z.iso.datetime() }),
+      errors: [409],
       input: tokenApplyInput,
       handler: async ({ gateway, input, identity }) => {
         const city = await requireCity(gateway, input.city_id, identity);

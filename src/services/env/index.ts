@@ -26,6 +26,7 @@ export const envService = defineService({
       method: 'GET',
       auth: ['admin'],
       summary: 'List env entries (secret values masked unless reveal=true)',
+      output: z.object({ items: z.array(z.object({ key: z.string(), value: z.string(), secret: z.boolean() })) }),
       input: z.object({ reveal: queryBool.optional() }),
       handler: ({ input, gateway }) => ({
         items: gateway.env.entries().map((e) => {
@@ -38,6 +39,7 @@ export const envService = defineService({
       method: 'POST',
       auth: ['admin'],
       summary: 'Write one env variable',
+      output: z.object({ key: z.string(), secret: z.boolean(), updated: z.literal(true) }),
       input: z.object({ key, value }),
       handler: async ({ input, gateway }) => {
         checkAdminKey(input.key, input.value);

@@ -67,6 +67,7 @@ function webhook(provider: PaymentProvider) {
     auth: [],
     body: 'raw',
     maxBodyBytes: WEBHOOK_MAX_BYTES,
+    errors: [409],
     summary: `Webhook of ${provider.title} (register ${'{base_url}'}/v1/payment/webhook/${provider.id})`,
     handler: async ({ gateway, request, rawBody }) => {
       const raw = await rawBody();
@@ -119,6 +120,7 @@ export const paymentService = defineService({
       method: 'POST',
       auth: ['user'],
       summary: 'Start a top-up: a pending payment and the provider’s checkout URL',
+      errors: [502, 504],
       input: z.object({
         city_id: z.string().optional(),
         method: z.enum(['a', 'b', 'stripe', 'creem']),
@@ -196,6 +198,7 @@ export const paymentService = defineService({
       method: 'GET',
       auth: [],
       summary: 'Page shown after paying (confirms the payment with the provider)',
+      produces: ['text/html'],
       input: z.object({ payment_id: z.string().max(100).optional() }).loose(),
       handler: async ({ gateway, input }) => {
         const id = paymentIdSchema.safeParse(input.payment_id);
@@ -217,6 +220,7 @@ export const paymentService = defineService({
       method: 'GET',
       auth: [],
       summary: 'Page shown when the buyer leaves the checkout',
+      produces: ['text/html'],
       input: z.object({ payment_id: z.string().max(100).optional() }).loose(),
       handler: () => page('Payment cancelled', 'The checkout was cancelled; nothing was charged.'),
     }),
