@@ -37,8 +37,20 @@ export type InputOf<A> = A extends { input?: infer S } ? (S extends z.ZodType ? 
 type HandlerResult<A> = A extends { handler(...args: never[]): infer R } ? Exclude<Awaited<R>, Response> : never;
 type Declared<A> = A extends { output?: infer O } ? (O extends z.ZodType ? (z.ZodType extends O ? never : z.output<O>) : never) : never;
 
-/** What an action answers: the handler's own return type, else its declared `output` schema. */
-export type OutputOf<A> = [HandlerResult<A>] extends [never] ? Declared<A> : unknown extends HandlerResult<A> ? Declared<A> : HandlerResult<A>;
+type LooseMember<T> = T extends unknown ? (string extends keyof T ? true : false) : never;
+type Loose<T> = unknown extends T ? true : true extends LooseMember<T> ? true : false;
+
+/**
+ * What an action answers: the handler's own return type; its declared `output` schema when the
+ * handler answers a raw Response or a loose record (`Record<string, unknown>`).
+ */
+export type OutputOf<A> = [HandlerResult<A>] extends [never]
+  ? Declared<A>
+  : Loose<HandlerResult<A>> extends true
+    ? [Declared<A>] extends [never]
+      ? HandlerResult<A>
+      : Declared<A>
+    : HandlerResult<A>;
 
 export type Input<S extends ServiceId, A extends ActionId<S>> = InputOf<Registry[S][A]>;
 export type Output<S extends ServiceId, A extends ActionId<S>> = OutputOf<Registry[S][A]>;

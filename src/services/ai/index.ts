@@ -25,7 +25,16 @@ const textMessage = z.object({
   parts: z.array(z.object({ type: z.literal('text'), text: z.string() })),
   metadata: z.object({ model: z.string(), usage, finish_reason: z.string() }),
 });
-const job = z.object({ job_id: z.string(), status: z.enum(['queued', 'running', 'succeeded', 'failed']) }).loose();
+const file = z.object({ url: z.string(), media_type: z.string() });
+const job = z.object({
+  job_id: z.string(),
+  status: z.enum(['queued', 'running', 'succeeded', 'failed']),
+  model: z.string().optional(),
+  created_at: z.number().optional().describe('epoch ms'),
+  images: z.array(file).optional(),
+  videos: z.array(file).optional(),
+  error: z.object({ code: z.string(), message: z.string() }).optional(),
+});
 const modelEntry = z
   .object({ id: z.string(), name: z.string(), description: z.string(), modalities: z.array(z.string()), tags: z.array(z.string()), meta: z.record(z.string(), z.unknown()) })
   .loose();
