@@ -39,6 +39,7 @@ before(async () => {
   w = await startAiWorld({
     env: {
       OPENAI_API_KEY: 'sk-stub',
+      BALANCE_INITIAL_CREDITS: '0', // users start empty here: the 402 test needs one
       MODEL_PRICES: JSON.stringify({ aliased: { per_request: 1000 } }),
       PAYMENT_A_SECRET_KEY: stripe.apiKey,
       PAYMENT_A_API_BASE: stripe.origin,
