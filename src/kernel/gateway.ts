@@ -62,6 +62,7 @@ const DEFAULT_CONFIG: GatewayConfig = {
   version: '0.1.0',
   localLogin: true,
   maxBodyBytes: 1024 * 1024,
+  gracefulStop: true,
 };
 
 const SERVICE_ID = /^[a-z][a-z0-9-]*$/;

@@ -52,7 +52,8 @@ export function gatewayFromEnv(env: WorkerEnv, opts: WorkerOptions = {}): Gatewa
     jobs: queue ? new CloudflareJobQueue(queue) : undefined,
     storage: bucket ? new R2BlobStore(bucket, cfg.storagePublicUrl) : null,
     logger: opts.logger ?? jsonLogger(),
-    config: { localLogin: cfg.localLogin, ...(cfg.version ? { version: cfg.version } : {}) },
+    // A Worker never runs stop(): buffered writes (usage records) go out after each request.
+    config: { localLogin: cfg.localLogin, gracefulStop: false, ...(cfg.version ? { version: cfg.version } : {}) },
   });
   if (opts.ai) gateway.context.provide(AI_CONFIG, opts.ai);
   return gateway;

@@ -3,6 +3,11 @@
 // when USAGE_BATCH_SIZE are waiting), each batch together with the daily rollup it adds to,
 // and all of them on a graceful stop.
 //
+// A runtime without a graceful stop (a Worker: config.gracefulStop is false) would lose what
+// waits for a later batch when its isolate is evicted, so there the records are written right
+// after the request that made them, in its background (gw.waitUntil); records of concurrent
+// requests that arrive while a write is in flight still go out together in the next batch.
+//
 // What a hard kill (SIGKILL, power loss) can cost: the records of the last flush interval,
 // never money: charges live in the ledger, written on the request path by the billing batch.
 //
@@ -80,8 +85,13 @@ export class UsageBuffer implements MeteringSink {
       this.#buf.splice(0, this.#buf.length - MAX_BUFFERED);
       this.gw.log('error', 'usage buffer full: oldest records dropped', { kept: MAX_BUFFERED });
     }
-    if (this.#stopped || this.#buf.length >= this.#num('USAGE_BATCH_SIZE', 500, 1, 5000)) this.#flushSoon(0);
+    if (this.#writeAfterEachRequest() || this.#buf.length >= this.#num('USAGE_BATCH_SIZE', 500, 1, 5000)) this.#flushSoon(0);
     else if (!this.#timer) this.#flushSoon(this.#num('USAGE_FLUSH_MS', 250, 0, 60_000));
+  }
+
+  /** Stopped, or on a runtime that never stops (a Worker): nothing may wait for a later batch. */
+  #writeAfterEachRequest(): boolean {
+    return this.#stopped || !this.gw.config.gracefulStop;
   }
 
   /** Schedules a flush, kept alive by the runtime (waitUntil) until it has run. */
