@@ -105,6 +105,23 @@ describe('balance, payment and usage in workerd on D1', () => {
     assert.equal((await u.c.get('/v1/usage/me')).body.items.length, 1);
   });
 
+  test('a streamed call is charged once, after its last chunk', async () => {
+    const u = await user('edge-pay', 2000);
+    const s = await call(w.url, 'POST', '/v1/ai/chat/completions', {
+      token: u.token,
+      body: { model: 'stub-model', stream: true, messages: [{ role: 'user', content: 'one two' }] },
+    });
+    assert.equal(s.status, 200, s.text);
+    assert.match(s.text, /data: \[DONE\]/);
+    const b = await until('the streamed call\'s usage', async () => {
+      const x = await books('edge-pay', u.id);
+      return x.usage.length === 1 ? x : null;
+    });
+    assert.equal(b.balance, 1000);
+    assert.equal(b.ledgerSum, 1000);
+    assert.equal(b.usageCredits, 1000);
+  });
+
   test('concurrent calls from a user who can afford exactly 5: ≤ 5 reach the upstream, the rest 402, never below zero', async () => {
     const u = await user('edge-race', 5000);
     const before = upstreamChats();
