@@ -40,3 +40,13 @@ export async function safeEqual(a: string, b: string): Promise<boolean> {
 export function newId(prefix: string, bytes = 12): string {
   return `${prefix}_${randomToken(bytes)}`;
 }
+
+/**
+ * Request ids: unique, cheap (a per-process random prefix and a counter; no entropy per call),
+ * not secret.
+ */
+const processPrefix = randomToken(6);
+let requestCounter = 0;
+export function requestId(): string {
+  return `req_${processPrefix}${(requestCounter++).toString(36)}`;
+}

@@ -13,7 +13,7 @@ import { parseJsonBody, parseQuery, readBody, validate } from './input.ts';
 import type { JobMessage, JobQueue } from './jobs.ts';
 import { jsonLogger, type Logger } from './log.ts';
 import { ADMIN_KEY_PREFIX } from './identity.ts';
-import { newId, randomToken } from './crypto.ts';
+import { randomToken, requestId as newRequestId } from './crypto.ts';
 import { RuntimeEnv, type ProcessEnv } from './runtime-env.ts';
 import type { AnyAction, RequestTiming, ServiceDef } from './service.ts';
 import type { BlobStore } from './storage.ts';
@@ -161,9 +161,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     });
   });
 
-  app.use(
-    '*',
-    cors({
+  const corsMiddleware = cors({
       origin: (origin) => {
         const allowed = env.get('CORS_ORIGINS');
         if (!allowed || allowed.trim() === '*') return origin || '*';
@@ -173,8 +171,10 @@ export function createGateway(opts: GatewayOptions): Gateway {
       allowHeaders: ['Authorization', 'Content-Type', 'X-Requested-With'],
       exposeHeaders: ['x-citygate-overhead-ms', 'x-request-id'],
       maxAge: 600,
-    }),
-  );
+    });
+  // Only browsers need CORS, and they always send Origin: other callers skip the middleware
+  // (it touches c.res before the handler, which makes Hono copy every response).
+  app.use('*', (c, next) => (c.req.header('origin') ? corsMiddleware(c, next) : next()));
 
   app.use('*', async (_c, next) => {
     await init();
@@ -231,7 +231,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
 
   async function dispatch(c: Context): Promise<Response> {
     const req = c.req.raw;
-    const requestId = newId('req', 12);
+    const requestId = newRequestId();
     c.set('requestId' as never, requestId as never);
     const url = new URL(req.url);
     const [serviceId, ...rest] = url.pathname.slice('/v1/'.length).split('/');

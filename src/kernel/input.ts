@@ -10,6 +10,12 @@ export function tooLarge(limit: number): GatewayError {
 export async function readBody(req: Request, limit: number): Promise<Uint8Array> {
   const declared = Number(req.headers.get('content-length') ?? NaN);
   if (declared > limit) throw tooLarge(limit);
+  if (declared >= 0) {
+    // A declared length within the limit: read it whole (runtimes have a fast path for this).
+    const buf = new Uint8Array(await req.arrayBuffer());
+    if (buf.byteLength > limit) throw tooLarge(limit);
+    return buf;
+  }
   if (!req.body) return new Uint8Array();
   const chunks: Uint8Array[] = [];
   let size = 0;

@@ -56,6 +56,8 @@ export async function startAiWorld(opts: { stub?: OpenAIStubOptions; env?: Recor
       OPENAI_BASE_URL: stub.url,
       AI_UPSTREAM_TIMEOUT_MS: '800',
       AI_VIDEO_POLL_MS: '50',
+      BALANCE_INITIAL_CREDITS: '1000000000', // priced models are charged when the balance service is mounted
+      USAGE_FLUSH_MS: '20',
       ...opts.env,
     },
   });
