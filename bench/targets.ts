@@ -56,10 +56,8 @@ export const direct: Target = {
 
 // ---- (b) citygate ------------------------------------------------------------------------
 //
-// ╔══════════════════════════════════════════════════════════════════════════════════════╗
-// ║ CITYGATE HOOK. Skipped (with a notice) until src/cli/main.ts exists. When the server  ║
-// ║ lands, adjust only the constants and the two setup calls in citygateSetup() below.    ║
-// ╚══════════════════════════════════════════════════════════════════════════════════════╝
+// The citygate target: the real server with the stock services (auth, balance and usage on), a
+// city and a user token made through the admin API, the load on /v1/ai/chat/completions.
 //
 // How it runs: `node src/cli/main.ts serve` in its own process with
 //   HOST=127.0.0.1, PORT=<free port>, DATABASE_PATH=<temp dir>/citygate.sqlite,
@@ -72,7 +70,7 @@ export const direct: Target = {
 
 const CITYGATE_ENTRY = join(REPO_ROOT, "src/cli/main.ts");
 const CITYGATE_CHAT_PATH = "/v1/ai/chat/completions";
-const CITYGATE_READY_PATH = "/"; // any HTTP answer means the server is up; change to a health route when there is one
+const CITYGATE_READY_PATH = "/health";
 
 export type CitygateSession = { cityId: string; userToken: string };
 
