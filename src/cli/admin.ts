@@ -211,25 +211,83 @@ export async function modelsCommand(args: string[]): Promise<number> {
   return 0;
 }
 
-const USAGE_USAGE = 'citygate usage [REPORT] [--city ID] [--user ID] [--from DATE] [--to DATE] [--gateway G] [--json]   (REPORT defaults to summary)';
+const USAGE_USAGE =
+  'citygate usage [summary|list] [--city ID] [--user ID] [--model M] [--status ok|error|aborted] [--from DATE] [--to DATE] [--limit N] [--cursor C] [--gateway G] [--json]\n' +
+  '  summary (default): totals per UTC day × city × model, --from/--to are days (YYYY-MM-DD, both included; default the last 30)\n' +
+  '  list: records, newest first; --from/--to are dates, date-times or epoch ms (--to excluded)';
 
+interface SummaryRow {
+  day: string;
+  city_id: string | null;
+  model: string;
+  calls: number;
+  errors: number;
+  input_tokens: number;
+  output_tokens: number;
+  cached_tokens: number;
+  credits: number;
+  usd: number;
+}
+
+const usd = (n: number) => `$${n.toFixed(n !== 0 && Math.abs(n) < 0.01 ? 6 : 2)}`;
+const count = (n: number) => n.toLocaleString('en-US');
+
+/** `/v1/usage/summary` (default) or `/v1/usage/list`, as a table (or JSON with --json). */
 export async function usageCommand(args: string[]): Promise<number> {
   const { values, positionals } = parse(
     args,
-    { city: { type: 'string' }, user: { type: 'string' }, from: { type: 'string' }, to: { type: 'string' }, limit: { type: 'string' } },
+    {
+      city: { type: 'string' },
+      user: { type: 'string' },
+      model: { type: 'string' },
+      status: { type: 'string' },
+      from: { type: 'string' },
+      to: { type: 'string' },
+      limit: { type: 'string' },
+      cursor: { type: 'string' },
+    },
     USAGE_USAGE,
   );
   const report = positionals[0] ?? 'summary';
-  if (!/^[a-z][a-z0-9/_-]*$/.test(report)) throw new CliError(`not a usage report name: ${report}\n\nusage: ${USAGE_USAGE}`);
-  const r = await call(resolveTarget(values.gateway as string | undefined), 'GET', `/v1/usage/${report}`, {
-    query: {
-      city_id: values.city as string | undefined,
-      user_id: values.user as string | undefined,
-      from: values.from as string | undefined,
-      to: values.to as string | undefined,
-      limit: values.limit as string | undefined,
-    },
-  });
-  print(out(!!values.json), r);
+  if (report !== 'summary' && report !== 'list') throw new CliError(`unknown usage report '${report}'\n\nusage: ${USAGE_USAGE}`);
+  if (positionals.length > 1) throw new CliError(`one report at most\n\nusage: ${USAGE_USAGE}`);
+  const v = values as Record<string, string | undefined>;
+  if (report === 'summary') {
+    const listOnly = ['user', 'status', 'limit', 'cursor'].filter((k) => v[k] !== undefined);
+    if (listOnly.length) throw new CliError(`--${listOnly[0]} filters records: use \`citygate usage list\`\n\nusage: ${USAGE_USAGE}`);
+  }
+  const target = resolveTarget(v.gateway);
+  const query =
+    report === 'summary'
+      ? { city_id: v.city, model: v.model, from: v.from, to: v.to }
+      : { city_id: v.city, user_id: v.user, model: v.model, status: v.status, from: v.from, to: v.to, limit: v.limit, cursor: v.cursor };
+  const r = await call<Record<string, unknown>>(target, 'GET', `/v1/usage/${report}`, { query });
+  const o = out(!!values.json);
+  if (o.json) return o.line(JSON.stringify(r, null, 2)), 0;
+  if (report === 'summary') {
+    const rows = (r.items as SummaryRow[]).map((x) => ({
+      ...x,
+      city_id: x.city_id ?? '(admin)',
+      calls: count(x.calls),
+      errors: count(x.errors),
+      input_tokens: count(x.input_tokens),
+      output_tokens: count(x.output_tokens),
+      credits: count(x.credits),
+      usd: usd(x.usd),
+    }));
+    o.line(`usage from ${r.from} to ${r.to} (UTC days)${v.city ? `, city ${v.city}` : ''}${v.model ? `, model ${v.model}` : ''}`);
+    o.write(table(rows, ['day', ['city_id', 'CITY'], 'model', 'calls', 'errors', ['input_tokens', 'INPUT'], ['output_tokens', 'OUTPUT'], 'credits', ['usd', 'USD']]));
+    const t = r.totals as Omit<SummaryRow, 'day' | 'city_id' | 'model'>;
+    o.line(`total: ${count(t.calls)} calls, ${count(t.errors)} errors, ${count(t.input_tokens)} input and ${count(t.output_tokens)} output tokens, ${count(t.credits)} credits (${usd(t.usd)})`);
+    return 0;
+  }
+  const items = r.items as Record<string, unknown>[];
+  o.write(
+    table(
+      items.map((x) => ({ ...x, created_at: String(x.created_at).replace('T', ' ').replace(/\.\d+Z$/, 'Z'), status: x.error_code ? `${x.status} (${x.error_code})` : x.status, credits: count(x.credits as number) })),
+      [['created_at', 'TIME'], ['city_id', 'CITY'], ['user_id', 'USER'], 'model', 'mode', 'status', ['input_tokens', 'INPUT'], ['output_tokens', 'OUTPUT'], 'credits', ['duration_ms', 'MS']],
+    ),
+  );
+  if (r.next_cursor) o.line(`more: citygate usage list … --cursor ${r.next_cursor}`);
   return 0;
 }

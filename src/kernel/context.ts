@@ -17,6 +17,12 @@ export interface GatewayConfig {
   localLogin: boolean;
   /** Request body limit in bytes when an action sets none. */
   maxBodyBytes: number;
+  /**
+   * Whether the runtime calls stop() before it goes away (Node, on SIGTERM/SIGINT). A Worker
+   * never does: a service that buffers writes must then write each request's share in the
+   * background of that request (gw.waitUntil) instead of holding it for a later batch.
+   */
+  gracefulStop: boolean;
 }
 
 export interface GatewayContext {

@@ -43,10 +43,12 @@ export function newId(prefix: string, bytes = 12): string {
 
 /**
  * Request ids: unique, cheap (a per-process random prefix and a counter; no entropy per call),
- * not secret.
+ * not secret. The prefix is drawn on first use, not at module load: Workers refuse random
+ * values in global scope (the isolate would fail to start).
  */
-const processPrefix = randomToken(6);
+let processPrefix: string | null = null;
 let requestCounter = 0;
 export function requestId(): string {
+  processPrefix ??= randomToken(6);
   return `req_${processPrefix}${(requestCounter++).toString(36)}`;
 }

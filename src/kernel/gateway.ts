@@ -34,6 +34,11 @@ export interface GatewayOptions {
   logger?: Logger;
   config?: Partial<GatewayConfig>;
   envTtlMs?: number;
+  /**
+   * The runtime's keep-alive for background work (gw.waitUntil), besides the gateway's own
+   * tracking: on Workers, the waitUntil of the request (or queue batch) whose code started it.
+   */
+  waitUntil?: (p: Promise<unknown>) => void;
   /** Scalar's standalone script for /docs, served by the gateway itself when given. */
   docsScript?: () => Promise<BodyInit | null>;
 }
@@ -62,6 +67,7 @@ const DEFAULT_CONFIG: GatewayConfig = {
   version: '0.1.0',
   localLogin: true,
   maxBodyBytes: 1024 * 1024,
+  gracefulStop: true,
 };
 
 const SERVICE_ID = /^[a-z][a-z0-9-]*$/;
@@ -97,6 +103,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     waitUntil(p) {
       const tracked = p.catch((e) => log('error', 'background work failed', { error: String(e) })).finally(() => pending.delete(tracked));
       pending.add(tracked);
+      opts.waitUntil?.(tracked);
     },
     publicOrigin(req) {
       const configured = env.get('GATEWAY_CITY_BASE_URL');

@@ -2,13 +2,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { client, errorOf } from '../helpers/http.ts';
-import { startAiWorld, tokenFor, type AiWorld } from './setup.ts';
+import { RICH_USERS, startAiWorld, tokenFor, type AiWorld } from './setup.ts';
 import { MP4_BYTES, PNG_BYTES } from '../stubs/openai-media.ts';
 
 let w: AiWorld;
 // No OPENAI_API_KEY at start: the catalog test adds it with env/upsert.
 before(async () => {
-  w = await startAiWorld({ env: { AI_UPSTREAM_TIMEOUT_MS: '15000' }, stub: { slowMs: 1500 } });
+  w = await startAiWorld({ env: { ...RICH_USERS, AI_UPSTREAM_TIMEOUT_MS: '15000' }, stub: { slowMs: 1500 } });
 });
 after(() => w?.close());
 

@@ -4,11 +4,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { client, errorOf } from '../helpers/http.ts';
-import { startAiWorld, tokenFor, type AiWorld } from './setup.ts';
+import { RICH_USERS, startAiWorld, tokenFor, type AiWorld } from './setup.ts';
 
 let w: AiWorld;
 before(async () => {
-  w = await startAiWorld();
+  w = await startAiWorld({ env: RICH_USERS });
   // 1 credit per input token, 2 per output token
   const r = await w.admin.post('/v1/env/upsert', { key: 'MODEL_PRICES', value: JSON.stringify({ 'stub-model': { input_per_mtok: 1_000_000, output_per_mtok: 2_000_000 }, 'stub-500': { per_request: 7 } }) });
   assert.equal(r.status, 200);

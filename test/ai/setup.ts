@@ -35,6 +35,9 @@ export default {
 };
 `;
 
+/** Env for tests that call priced models: every new user starts with plenty of credits. */
+export const RICH_USERS = { BALANCE_INITIAL_CREDITS: '1000000000', USAGE_FLUSH_MS: '20' };
+
 export async function tokenFor(admin: ReturnType<typeof client>, cityId: string, userId: string): Promise<string> {
   const c = await admin.post('/v1/cities/create', { name: cityId, city_id: cityId });
   if (c.status !== 200 && c.status !== 409) throw new Error(`city create: ${c.status} ${c.text}`);
@@ -56,8 +59,6 @@ export async function startAiWorld(opts: { stub?: OpenAIStubOptions; env?: Recor
       OPENAI_BASE_URL: stub.url,
       AI_UPSTREAM_TIMEOUT_MS: '800',
       AI_VIDEO_POLL_MS: '50',
-      BALANCE_INITIAL_CREDITS: '1000000000', // priced models are charged when the balance service is mounted
-      USAGE_FLUSH_MS: '20',
       ...opts.env,
     },
   });

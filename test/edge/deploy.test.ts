@@ -278,16 +278,16 @@ describe('citygate deploy', () => {
     assert.match(models.stdout, /^openai\/gpt-image-1\s+/m);
     const json = JSON.parse((await s.cli(['models', '--json'])).stdout);
     assert.ok(json.items.every((m: object) => 'env_requirements' in m), 'the admin view');
-    // usage is another engineer's service: its answer when mounted, else a clean error.
-    for (const cmd of [['usage']]) {
-      const r = await s.cli(cmd);
-      if (r.code === 0) assert.ok(r.stdout.trim().length > 0);
-      else {
-        assert.equal(r.code, 1);
-        assert.match(r.stderr, new RegExp(`^citygate ${cmd[0]}: \\d{3} [a-z_]+: `, 'm'));
-        assert.ok(!r.stderr.includes('    at '), 'no stack trace');
-      }
-    }
+    // The deployed Worker mounts the usage service: its summary (nothing used yet), and a
+    // gateway error as one clean line.
+    const usage = await s.cli(['usage']);
+    assert.equal(usage.code, 0, usage.stderr);
+    assert.match(usage.stdout, /^usage from \d{4}-\d{2}-\d{2} to \d{4}-\d{2}-\d{2} \(UTC days\)\n\(none\)$/m);
+    assert.match(usage.stdout, /^total: 0 calls, 0 errors, /m);
+    const bad = await s.cli(['usage', 'list', '--status', 'weird']);
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /^citygate usage: 400 [a-z_]+: /m);
+    assert.ok(!bad.stderr.includes('    at '), 'no stack trace');
   });
 
   test('gateways: list, add, use, remove; --gateway URL with CITYGATE_ADMIN_KEY', async () => {

@@ -110,6 +110,8 @@ describe('Worker in workerd (Miniflare, local D1/Queues/R2)', () => {
       const admin = client(w.url, adminKey);
       await admin.post('/v1/cities/create', { name: 'AI city', city_id: 'ai-a' });
       alice = (await admin.post('/v1/cities/tokens/apply', { city_id: 'ai-a', user_id: 'alice' })).body.user_token;
+      // The stock image model has a price: the balance service charges it on the edge too.
+      await admin.post('/v1/balance/adjust', { city_id: 'ai-a', user_id: 'alice', credits: 1_000_000, reason: 'test', idempotency_key: 'fund-alice' });
     });
 
     test('chat/completions: JSON and server-sent events, the provider key upstream', async () => {

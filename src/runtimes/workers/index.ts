@@ -1,9 +1,11 @@
 // The Cloudflare Workers runtime: the same createGateway and services, on D1, with
 // Cloudflare Queues behind the job queue, R2 behind the blob store when storage is
-// declared, and ctx.waitUntil keeping background work alive after the response.
+// declared, and waitUntil keeping background work alive after the response.
 //
 //   export default createWorker();                       // stock services
 //   export default createWorker({ services: [...] });    // a custom selection
+/// <reference path="./cloudflare-workers.d.ts" />
+import { waitUntil } from 'cloudflare:workers';
 import { openD1, type D1Database } from '../../db/dialects/d1.ts';
 import { createGateway, type Gateway } from '../../kernel/gateway.ts';
 import type { JobMessage } from '../../kernel/jobs.ts';
@@ -52,18 +54,29 @@ export function gatewayFromEnv(env: WorkerEnv, opts: WorkerOptions = {}): Gatewa
     jobs: queue ? new CloudflareJobQueue(queue) : undefined,
     storage: bucket ? new R2BlobStore(bucket, cfg.storagePublicUrl) : null,
     logger: opts.logger ?? jsonLogger(),
-    config: { localLogin: cfg.localLogin, ...(cfg.version ? { version: cfg.version } : {}) },
+    // Background work (settling a charge, writing usage, a stream's metering after its last
+    // chunk) is kept alive by the request — or queue batch — whose code started it, however
+    // busy the isolate is with other requests.
+    waitUntil: keepAlive,
+    // A Worker never runs stop(): buffered writes (usage records) go out after each request.
+    config: { localLogin: cfg.localLogin, gracefulStop: false, ...(cfg.version ? { version: cfg.version } : {}) },
   });
   if (opts.ai) gateway.context.provide(AI_CONFIG, opts.ai);
   return gateway;
+}
+
+function keepAlive(p: Promise<unknown>): void {
+  try {
+    waitUntil(p);
+  } catch {
+    // Outside any request (isolate start-up): nothing to attach it to; it runs while the isolate lives.
+  }
 }
 
 function queueOf(env: WorkerEnv): Queue<JobMessage> | undefined {
   const q = env[readWorkerConfig(env).queueBinding] as Queue<JobMessage> | undefined;
   return q && typeof q.send === 'function' ? q : undefined;
 }
-
-const STREAMING = /^(text\/event-stream|application\/x-ndjson)/i;
 
 export function createWorker(opts: WorkerOptions = {}): GatewayWorker {
   // One gateway per isolate: its caches (env snapshot, verified tokens, city status) live
@@ -72,20 +85,11 @@ export function createWorker(opts: WorkerOptions = {}): GatewayWorker {
   const gatewayFor = (env: WorkerEnv) => (gateway ??= gatewayFromEnv(env, opts));
 
   return {
-    async fetch(req, env, ctx) {
-      const gw = gatewayFor(env);
-      const res = await gw.fetch(req, env, ctx);
-      ctx.waitUntil(gw.idle());
-      if (!res.body || !STREAMING.test(res.headers.get('content-type') ?? '')) return res;
-      // A stream's background work (metering after the last chunk) starts after this
-      // returns: hand it to waitUntil when the stream ends.
-      const done = new TransformStream<Uint8Array, Uint8Array>({ flush: () => ctx.waitUntil(gw.idle()) });
-      return new Response(res.body.pipeThrough(done), res);
+    fetch(req, env, ctx) {
+      return gatewayFor(env).fetch(req, env, ctx);
     },
-    async queue(batch, env, ctx) {
-      const gw = gatewayFor(env);
-      await consumeBatch(gw, batch, queueOf(env));
-      ctx.waitUntil(gw.idle());
+    async queue(batch, env) {
+      await consumeBatch(gatewayFor(env), batch, queueOf(env));
     },
   };
 }

@@ -67,7 +67,7 @@ export const usageService = defineService({
   name: 'Usage',
   description: 'One record per AI call, and daily totals per city and model.',
   env: [
-    { key: 'USAGE_FLUSH_MS', description: 'How long records wait in memory before a batch write (default 250).', required: false },
+    { key: 'USAGE_FLUSH_MS', description: 'How long records wait in memory before a batch write (default 250; a Worker writes them after each request).', required: false },
     { key: 'USAGE_BATCH_SIZE', description: 'Records per batch write (default 500).', required: false },
   ],
   init(gw) {

@@ -3,6 +3,12 @@
 // when USAGE_BATCH_SIZE are waiting), each batch together with the daily rollup it adds to,
 // and all of them on a graceful stop.
 //
+// A runtime without a graceful stop (a Worker: config.gracefulStop is false) would lose what
+// waits for a later batch when its isolate is evicted, so there each record is written right
+// after the request that made it, in that request's background (gw.waitUntil); writes are
+// serialized, so records of concurrent requests that arrive while one is in flight still go out
+// together in the next batch.
+//
 // What a hard kill (SIGKILL, power loss) can cost: the records of the last flush interval,
 // never money: charges live in the ledger, written on the request path by the billing batch.
 //
@@ -80,8 +86,15 @@ export class UsageBuffer implements MeteringSink {
       this.#buf.splice(0, this.#buf.length - MAX_BUFFERED);
       this.gw.log('error', 'usage buffer full: oldest records dropped', { kept: MAX_BUFFERED });
     }
-    if (this.#stopped || this.#buf.length >= this.#num('USAGE_BATCH_SIZE', 500, 1, 5000)) this.#flushSoon(0);
+    // Written by this request's own background work: nothing waits on a timer another request set.
+    if (this.#writeAfterEachRequest()) this.gw.waitUntil(this.flush());
+    else if (this.#buf.length >= this.#num('USAGE_BATCH_SIZE', 500, 1, 5000)) this.#flushSoon(0);
     else if (!this.#timer) this.#flushSoon(this.#num('USAGE_FLUSH_MS', 250, 0, 60_000));
+  }
+
+  /** Stopped, or on a runtime that never stops (a Worker): nothing may wait for a later batch. */
+  #writeAfterEachRequest(): boolean {
+    return this.#stopped || !this.gw.config.gracefulStop;
   }
 
   /** Schedules a flush, kept alive by the runtime (waitUntil) until it has run. */
