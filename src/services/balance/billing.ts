@@ -186,7 +186,8 @@ export class LedgerBilling implements Billing {
 
   #maybeSweep(): void {
     const now = Date.now();
-    if (now - this.#lastSweep < SWEEP_EVERY_MS) return;
+    // Never wait longer than a hold lives: a hold that outlives its TTL is returned promptly.
+    if (now - this.#lastSweep < Math.min(SWEEP_EVERY_MS, holdTtlMs(this.gw))) return;
     this.#lastSweep = now;
     this.gw.waitUntil(this.sweep(now));
   }
