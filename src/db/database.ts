@@ -34,3 +34,11 @@ export function isUniqueViolation(e: unknown): boolean {
   const msg = String((e as { message?: unknown })?.message ?? e);
   return /UNIQUE constraint failed|SQLITE_CONSTRAINT_(PRIMARYKEY|UNIQUE)|duplicate key value/i.test(msg);
 }
+
+/**
+ * The most bound parameters one statement may carry: D1 allows 100, SQLite (node:sqlite)
+ * 32766, Postgres 65535. Multi-row statements are chunked to stay within it.
+ */
+export function maxBoundParameters(dialect: Db['dialect']): number {
+  return dialect === 'd1' ? 100 : dialect === 'postgres' ? 65_535 : 32_766;
+}

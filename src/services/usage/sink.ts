@@ -15,26 +15,51 @@
 // A batch that is retried after an ambiguous failure (its commit unknown) fails on the UNIQUE
 // usage_id of its first attempt if that attempt committed, and is then dropped: records and
 // rollup are applied exactly once.
-import { sql, type CompiledQuery, type Selectable } from 'kysely';
-import { isUniqueViolation } from '../../db/database.ts';
-import type { UsageTable } from '../../db/schema.ts';
+//
+// A batch is a few multi-row INSERTs (not one statement per record: building and compiling a
+// statement per record cost more CPU than the rest of a chat call's metering). Each statement
+// stays within the dialect's bound-parameter limit (D1: 100, i.e. 5 rows), and row counts are
+// a full chunk or a power of two, so only a handful of statement texts exist (each built once
+// and prepared once).
+import { CompiledQuery, sql, type Kysely, type Selectable } from 'kysely';
+import { isUniqueViolation, maxBoundParameters, type Db } from '../../db/database.ts';
+import type { Schema, UsageTable } from '../../db/schema.ts';
 import type { GatewayContext } from '../../kernel/context.ts';
-import { newId } from '../../kernel/crypto.ts';
+import { randomToken } from '../../kernel/crypto.ts';
 import type { MeterRecord, MeteringSink } from '../../kernel/metering.ts';
 
 type Row = Omit<Selectable<UsageTable>, 'seq'>;
+
+/** The columns of a usage row, in the order of the INSERT's parameters. */
+const COLUMNS = [
+  'usage_id', 'request_id', 'city_id', 'user_id', 'identity', 'model', 'mode', 'status', 'error_code',
+  'input_tokens', 'output_tokens', 'cached_tokens', 'images', 'seconds', 'credits', 'duration_ms', 'created_at',
+] as const satisfies readonly (keyof Row)[];
+/** Largest rows per INSERT on any dialect (bounds the statement text besides the parameter limit). */
+const MAX_ROWS_PER_INSERT = 256;
 
 const MAX_BUFFERED = 200_000;
 
 /** UTC day of an epoch-ms time, `YYYY-MM-DD`. */
 export const dayOf = (t: number) => new Date(t).toISOString().slice(0, 10);
 
+// Usage ids: a random per-process part (72 bits, drawn on first use: Workers refuse random
+// values at load) and a counter, so two records never share an id without drawing entropy per
+// record. They are not secret.
+let idPrefix: string | null = null;
+let idCounter = 0;
+function usageIdSuffix(): string {
+  idPrefix ??= randomToken(9);
+  return `${idPrefix}${(idCounter++).toString(36)}`;
+}
+
+const int = (n: unknown) => (typeof n === 'number' && Number.isFinite(n) ? Math.max(0, Math.round(n)) : 0);
+
 export function toRow(r: MeterRecord): Row {
-  const int = (n: unknown) => (typeof n === 'number' && Number.isFinite(n) ? Math.max(0, Math.round(n)) : 0);
   const created = int(r.created_at) || Date.now();
   return {
     // time-ordered, so the UNIQUE index grows at its end instead of at random pages
-    usage_id: `use_${created.toString(36).padStart(9, '0')}${newId('', 9).slice(1)}`,
+    usage_id: `use_${created.toString(36).padStart(9, '0')}${usageIdSuffix()}`,
     request_id: String(r.request_id ?? ''),
     city_id: r.city_id ?? null,
     user_id: r.user_id ?? null,
@@ -143,7 +168,7 @@ export class UsageBuffer implements MeteringSink {
 
   #statements(rows: Row[]): CompiledQuery[] {
     const k = this.gw.db.kysely;
-    const out: CompiledQuery[] = rows.map((r) => k.insertInto('usage').values(r).compile());
+    const out = insertStatements(this.gw.db, rows);
     const groups = new Map<string, { day: string; city_id: string; model: string; calls: number; errors: number; input_tokens: number; output_tokens: number; cached_tokens: number; credits: number; duration_ms: number }>();
     for (const r of rows) {
       const day = dayOf(r.created_at);
@@ -182,4 +207,49 @@ export class UsageBuffer implements MeteringSink {
     }
     await this.flush();
   }
+}
+
+/** Rows per INSERT for a dialect: as many as its bound-parameter limit allows, at most MAX_ROWS_PER_INSERT. */
+export function rowsPerInsert(dialect: Db['dialect']): number {
+  return Math.max(1, Math.min(MAX_ROWS_PER_INSERT, Math.floor(maxBoundParameters(dialect) / COLUMNS.length)));
+}
+
+/** INSERT texts by row count, per Kysely instance (the dialect decides the placeholder syntax). */
+const insertSql = new WeakMap<Kysely<Schema>, Map<number, string>>();
+
+function insertText(k: Kysely<Schema>, n: number): string {
+  let byCount = insertSql.get(k);
+  if (!byCount) insertSql.set(k, (byCount = new Map()));
+  let text = byCount.get(n);
+  if (text === undefined) {
+    // Built once through Kysely (quoting, placeholders); the parameters follow COLUMNS, row by row.
+    const template = Object.fromEntries(COLUMNS.map((c) => [c, null])) as unknown as Row;
+    const q = k.insertInto('usage').values(Array.from({ length: n }, () => template)).compile();
+    if (q.parameters.length !== n * COLUMNS.length) throw new Error('usage insert: unexpected parameter count');
+    byCount.set(n, (text = q.sql));
+  }
+  return text;
+}
+
+/**
+ * Multi-row INSERTs of the rows, each within the dialect's bound-parameter limit: full chunks,
+ * then the rest in descending powers of two (so few distinct statement texts ever exist).
+ */
+export function insertStatements(db: Db, rows: readonly Row[]): CompiledQuery[] {
+  const chunk = rowsPerInsert(db.dialect);
+  const out: CompiledQuery[] = [];
+  let at = 0;
+  const emit = (n: number) => {
+    const params: unknown[] = new Array(n * COLUMNS.length);
+    let p = 0;
+    for (let i = at; i < at + n; i++) {
+      const r = rows[i];
+      for (const c of COLUMNS) params[p++] = r[c];
+    }
+    out.push(CompiledQuery.raw(insertText(db.kysely, n), params));
+    at += n;
+  };
+  while (rows.length - at >= chunk) emit(chunk);
+  for (let n = 1 << 30; n >= 1; n >>= 1) if (rows.length - at >= n) emit(n);
+  return out;
 }
