@@ -13,6 +13,7 @@ import { readNodeConfig, type NodeConfig } from './config.ts';
 import { LocalFileStore } from './file-store.ts';
 import { NodeJobRunner } from './job-runner.ts';
 import { loadProjectConfig } from './project-config.ts';
+import { bufferedLines } from './log-writer.ts';
 import { undiciHttp } from './upstream-http.ts';
 
 // Scalar's self-contained browser build, next to the package's entry point.
@@ -34,7 +35,9 @@ export async function startNodeServer(
 ): Promise<RunningServer> {
   const config = readNodeConfig(env);
   const db = openNodeSqlite(config.databasePath);
-  const logger = opts.logger ?? jsonLogger();
+  // One stdout write per event-loop turn for all its log lines (the request line of every call).
+  const lines = opts.logger ? null : bufferedLines();
+  const logger = opts.logger ?? jsonLogger(lines!.write);
   const project = await loadProjectConfig();
   const http = undiciHttp();
   const jobs = new NodeJobRunner(db, logger);
@@ -81,6 +84,7 @@ export async function startNodeServer(
       await gateway.stop();
       await http.close().catch(() => {});
       await db.close();
+      lines?.flush();
     })());
 
   if (opts.installSignals) {
