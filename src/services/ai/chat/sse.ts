@@ -7,7 +7,7 @@
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 const USAGE = enc.encode('"usage"');
-const DATA = enc.encode('data:');
+const USAGE_ANCHOR = 4; // the 'g': rare in chat chunks, unlike the quote
 
 export interface ChatUsage {
   prompt_tokens?: number;
@@ -17,47 +17,56 @@ export interface ChatUsage {
 
 export interface RelayEnd {
   usage: ChatUsage | null;
-  /** `data:` events seen (≈ output tokens when the upstream reported none). */
+  /** `data:` lines seen (one per event; ≈ output tokens when the upstream reported none). */
   events: number;
   /** The client went away before the end. */
   aborted: boolean;
   error?: unknown;
 }
 
-export function indexOfBytes(hay: Uint8Array, needle: Uint8Array, from = 0): number {
-  const first = needle[0];
+/**
+ * First index of `needle` in `hay` at or after `from`, or -1. Candidates are found by the
+ * native search for one byte of the needle, `anchor` (its index in the needle): pick a byte
+ * that is rare in the haystack (not the quote, which is everywhere in JSON).
+ */
+export function indexOfBytes(hay: Uint8Array, needle: Uint8Array, from = 0, anchor = 0): number {
+  const a = needle[anchor];
   const last = hay.length - needle.length;
-  for (let i = hay.indexOf(first, from); i !== -1 && i <= last; i = hay.indexOf(first, i + 1)) {
-    let j = 1;
+  for (let p = hay.indexOf(a, from + anchor); p !== -1; p = hay.indexOf(a, p + 1)) {
+    const i = p - anchor;
+    if (i > last) return -1;
+    let j = 0;
     while (j < needle.length && hay[i + j] === needle[j]) j++;
     if (j === needle.length) return i;
   }
   return -1;
 }
 
-function countBytes(hay: Uint8Array, needle: Uint8Array): number {
-  let n = 0;
-  for (let i = indexOfBytes(hay, needle); i !== -1; i = indexOfBytes(hay, needle, i + needle.length)) n++;
+/** `data:` lines in a run of complete events (which starts at an event's first line). */
+function countDataLines(b: Uint8Array): number {
+  let n = startsWithData(b, 0) ? 1 : 0;
+  for (let i = b.indexOf(10); i !== -1; i = b.indexOf(10, i + 1)) if (startsWithData(b, i + 1)) n++;
   return n;
 }
+const startsWithData = (b: Uint8Array, i: number) =>
+  b[i] === 100 && b[i + 1] === 97 && b[i + 2] === 116 && b[i + 3] === 97 && b[i + 4] === 58; // "data:"
 
-/** True when the bytes contain `"usage"` followed by an object (not null). */
-function hasUsageObject(b: Uint8Array): boolean {
-  for (let i = indexOfBytes(b, USAGE); i !== -1; i = indexOfBytes(b, USAGE, i + USAGE.length)) {
+/** Index of the next `"usage"` followed by an object (not null) from `from`, or -1. */
+function nextUsageObject(b: Uint8Array, from = 0): number {
+  for (let i = indexOfBytes(b, USAGE, from, USAGE_ANCHOR); i !== -1; i = indexOfBytes(b, USAGE, i + USAGE.length, USAGE_ANCHOR)) {
     let k = i + USAGE.length;
     while (k < b.length && (b[k] === 32 || b[k] === 9 || b[k] === 58 /* : */ || b[k] === 10 || b[k] === 13)) k++;
-    if (b[k] === 123 /* { */) return true;
+    if (b[k] === 123 /* { */) return i;
   }
-  return false;
+  return -1;
 }
+
+/** True when b[i] is the last byte of an event's blank line (\n\n, \r\n\r\n, \n\r\n, \r\n\n). */
+const endsEvent = (b: Uint8Array, i: number) => b[i] === 10 && (b[i - 1] === 10 || (b[i - 1] === 13 && b[i - 2] === 10));
 
 /** End of the last complete event (just past its blank line), or 0. */
 function lastBoundary(b: Uint8Array): number {
-  for (let i = b.length - 1; i > 0; i--) {
-    if (b[i] !== 10) continue;
-    if (b[i - 1] === 10) return i + 1;
-    if (b[i - 1] === 13 && i > 2 && b[i - 2] === 10) return i + 1;
-  }
+  for (let i = b.length - 1; i > 0; i--) if (endsEvent(b, i)) return i + 1;
   return 0;
 }
 
@@ -71,39 +80,60 @@ function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
 
 /**
  * Reads usage objects out of complete events; when `strip`, returns the events without the
- * usage citygate added, else null (pass the bytes on unchanged).
+ * usage citygate added, else null (pass the bytes on unchanged). Only the events that hold a
+ * usage object are decoded and parsed; the others are left as bytes.
  */
 function takeUsage(block: Uint8Array, strip: boolean, found: (u: ChatUsage) => void): Uint8Array | null {
-  const text = dec.decode(block);
-  const events = text.split(/(?<=\r?\n\r?\n)/);
+  let at = nextUsageObject(block);
+  if (at === -1) return null;
+  const parts: Uint8Array[] = [];
+  let copied = 0; // block[0, copied) is in parts already (when something changed)
   let changed = false;
-  const out: string[] = [];
-  for (const ev of events) {
-    const m = /^data:\s?(.*)$/m.exec(ev);
-    if (!m || !ev.includes('"usage"')) {
-      out.push(ev);
-      continue;
+  while (at !== -1) {
+    let start = at;
+    while (start > 0 && !endsEvent(block, start - 1)) start--;
+    let end = at;
+    while (end < block.length && !endsEvent(block, end)) end++;
+    end = Math.min(block.length, end + 1);
+    const ev = dec.decode(block.subarray(start, end));
+    const replaced = usageOf(ev, strip, found);
+    if (replaced !== null) {
+      changed = true;
+      if (start > copied) parts.push(block.subarray(copied, start));
+      if (replaced !== '') parts.push(enc.encode(replaced));
+      copied = end;
     }
-    let obj: any;
-    try {
-      obj = JSON.parse(m[1]);
-    } catch {
-      out.push(ev);
-      continue;
-    }
-    if (obj && typeof obj === 'object' && obj.usage && typeof obj.usage === 'object') {
-      found(obj.usage as ChatUsage);
-      if (strip) {
-        changed = true;
-        if (Array.isArray(obj.choices) && obj.choices.length === 0) continue; // the extra usage event
-        delete obj.usage;
-        out.push(`data: ${JSON.stringify(obj)}\n\n`);
-        continue;
-      }
-    }
-    out.push(ev);
+    at = nextUsageObject(block, end);
   }
-  return changed ? enc.encode(out.join('')) : null;
+  if (!changed) return null;
+  if (copied < block.length) parts.push(block.subarray(copied));
+  let size = 0;
+  for (const p of parts) size += p.length;
+  const out = new Uint8Array(size);
+  let o = 0;
+  for (const p of parts) {
+    out.set(p, o);
+    o += p.length;
+  }
+  return out;
+}
+
+/** Reads the usage of one event; when `strip`, returns what replaces the event ('' = drop it), else null (unchanged). */
+function usageOf(ev: string, strip: boolean, found: (u: ChatUsage) => void): string | null {
+  const m = /^data:\s?(.*)$/m.exec(ev);
+  if (!m) return null;
+  let obj: any;
+  try {
+    obj = JSON.parse(m[1]);
+  } catch {
+    return null;
+  }
+  if (!obj || typeof obj !== 'object' || !obj.usage || typeof obj.usage !== 'object') return null;
+  found(obj.usage as ChatUsage);
+  if (!strip) return null;
+  if (Array.isArray(obj.choices) && obj.choices.length === 0) return ''; // the extra usage event
+  delete obj.usage;
+  return `data: ${JSON.stringify(obj)}\n\n`;
 }
 
 export function relaySse(
@@ -141,8 +171,8 @@ export function relaySse(
           }
           if (next.done) {
             if (pending.length) {
-              events += countBytes(pending, DATA);
-              const changed = hasUsageObject(pending) ? takeUsage(pending, opts.strip, found) : null;
+              events += countDataLines(pending);
+              const changed = takeUsage(pending, opts.strip, found);
               controller.enqueue(changed ?? pending);
               pending = new Uint8Array(0);
             }
@@ -157,8 +187,8 @@ export function relaySse(
             const b = lastBoundary(all);
             if (b > 0) {
               const done = all.subarray(0, b);
-              events += countBytes(done, DATA);
-              if (hasUsageObject(done)) takeUsage(done, false, found);
+              events += countDataLines(done);
+              takeUsage(done, false, found);
             }
             pending = all.slice(b);
             controller.enqueue(chunk);
@@ -172,8 +202,8 @@ export function relaySse(
           }
           const done = all.subarray(0, b);
           pending = all.slice(b);
-          events += countBytes(done, DATA);
-          const changed = hasUsageObject(done) ? takeUsage(done, true, found) : null;
+          events += countDataLines(done);
+          const changed = takeUsage(done, true, found);
           const out = changed ?? done;
           if (out.length === 0) continue;
           controller.enqueue(out);
