@@ -16,6 +16,8 @@ export class RuntimeEnv {
   readonly processEnv: ProcessEnv;
   readonly ttlMs: number;
   #table = new Map<string, string>();
+  /** Process-environment reads, remembered until the next refresh (process.env is slow to read). */
+  #proc = new Map<string, string | undefined>();
   #loadedAt = 0;
   #loading: Promise<void> | null = null;
 
@@ -27,8 +29,18 @@ export class RuntimeEnv {
 
   /** The value of a key: env table first, then the process environment. Empty means unset. */
   get(key: string): string | undefined {
-    const v = this.#table.get(key) ?? this.processEnv[key];
+    const v = this.#table.get(key) ?? this.#fromProcess(key);
     return v === '' ? undefined : v;
+  }
+
+  #fromProcess(key: string): string | undefined {
+    let v = this.#proc.get(key);
+    if (v === undefined && !this.#proc.has(key)) {
+      v = this.processEnv[key];
+      if (this.#proc.size >= 1000) this.#proc.clear();
+      this.#proc.set(key, v);
+    }
+    return v;
   }
 
   has(key: string): boolean {
@@ -51,6 +63,7 @@ export class RuntimeEnv {
       try {
         const rows = await this.db.kysely.selectFrom('env').select(['key', 'value']).execute();
         this.#table = new Map(rows.map((r) => [r.key, r.value]));
+        this.#proc.clear();
         this.#loadedAt = Date.now();
       } finally {
         this.#loading = null;

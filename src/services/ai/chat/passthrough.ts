@@ -15,6 +15,7 @@ import { relaySse, type ChatUsage } from './sse.ts';
 import { reservationFor, type ChatInput } from './input.ts';
 
 const enc = new TextEncoder();
+const dec = new TextDecoder();
 const USAGE_OPTION = enc.encode('{"stream_options":{"include_usage":true},');
 
 export function usageToMeasured(u: ChatUsage | null | undefined): Partial<Measured> {
@@ -92,13 +93,13 @@ export async function passthrough(ctx: ActionContext<ChatInput>, r: Resolved, ur
     timing.upstreamMs += performance.now() - t0;
     d.clear();
     if (res.status >= 400) {
-      const ge = fromUpstreamStatus(res.status, new TextDecoder().decode(bytes));
+      const ge = fromUpstreamStatus(res.status, dec.decode(bytes));
       await call.finish('error', {}, ge.code);
       throw ge;
     }
     let usage: ChatUsage | null = null;
     try {
-      usage = (JSON.parse(new TextDecoder().decode(bytes)) as { usage?: ChatUsage }).usage ?? null;
+      usage = (JSON.parse(dec.decode(bytes)) as { usage?: ChatUsage }).usage ?? null;
     } catch {
       /* not JSON: forwarded as is, nothing measured */
     }
