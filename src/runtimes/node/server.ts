@@ -1,6 +1,7 @@
 // The Node runtime: embedded SQLite, an HTTP server, graceful stop on SIGTERM/SIGINT.
 import { serve } from '@hono/node-server';
 import { readFile } from 'node:fs/promises';
+import type { ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -13,6 +14,7 @@ import { readNodeConfig, type NodeConfig } from './config.ts';
 import { LocalFileStore } from './file-store.ts';
 import { NodeJobRunner } from './job-runner.ts';
 import { loadProjectConfig } from './project-config.ts';
+import { isEventStream, writeEventStream } from './event-stream.ts';
 import { bufferedLines } from './log-writer.ts';
 import { undiciHttp } from './upstream-http.ts';
 
@@ -62,7 +64,12 @@ export async function startNodeServer(
     );
   }
 
-  const server = serve({ fetch: gateway.fetch, hostname: config.host, port: config.port });
+  // Event streams are written by the runtime (headers with the first chunk); the rest by the adapter.
+  const fetchNode = async (req: Request, bindings: { outgoing: ServerResponse }): Promise<Response> => {
+    const res = await gateway.fetch(req, bindings);
+    return isEventStream(res) ? writeEventStream(res, bindings.outgoing) : res;
+  };
+  const server = serve({ fetch: fetchNode as (req: Request, env: unknown) => Promise<Response>, hostname: config.host, port: config.port });
   await new Promise<void>((resolve, reject) => {
     server.once('listening', resolve);
     server.once('error', reject);

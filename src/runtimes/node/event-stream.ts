@@ -1,0 +1,81 @@
+// Streamed responses (server-sent events) on Node, written by the runtime itself instead of
+// @hono/node-server's generic stream path. That path sends the headers on their own (one write
+// syscall and one TCP segment per stream) before the first chunk, then each chunk, then the end.
+// Here the headers wait for the first chunk and go out with it, and a chunk that arrives within
+// the same tick is coalesced (Node corks a response's socket until the next tick), so a short
+// stream is often one write. Nothing waits for more data than it has: every chunk is written as
+// soon as it is read.
+//
+// A client that goes away cancels the body (which aborts the upstream request), as before; the
+// server adapter also still aborts the request's signal.
+import type { ServerResponse } from 'node:http';
+
+/** Tells @hono/node-server that the response was written already (its documented escape hatch). */
+const ALREADY_SENT_HEADER = 'x-hono-already-sent';
+let alreadySent: Response | null = null;
+function alreadySentResponse(): Response {
+  if (!alreadySent) {
+    alreadySent = new Response(null, { headers: { [ALREADY_SENT_HEADER]: 'true' } });
+    // node-server's lightweight Response would take its cached-body path, which writes again:
+    // reading .body turns it into a plain Response (a no-op for a real one).
+    void alreadySent.body;
+  }
+  return alreadySent;
+}
+
+export function isEventStream(res: Response): boolean {
+  return res.status === 200 && (res.headers.get('content-type') ?? '').startsWith('text/event-stream');
+}
+
+/** Writes the response to `out` and resolves (never rejects) once it is done or abandoned. */
+export async function writeEventStream(res: Response, out: ServerResponse): Promise<Response> {
+  const body = res.body;
+  const headers: Record<string, string | string[]> = {};
+  for (const [k, v] of res.headers) if (k !== 'set-cookie') headers[k] = v;
+  const cookies = res.headers.getSetCookie();
+  if (cookies.length) headers['set-cookie'] = cookies;
+  if (!body) {
+    out.writeHead(res.status, headers).end();
+    return alreadySentResponse();
+  }
+  const reader = body.getReader();
+  let gone = false;
+  const onGone = () => {
+    if (out.writableFinished) return;
+    gone = true;
+    reader.cancel().catch(() => {});
+  };
+  out.on('close', onGone);
+  out.on('error', onGone);
+  try {
+    let r = await reader.read();
+    if (gone) return alreadySentResponse();
+    out.writeHead(res.status, headers);
+    while (!r.done) {
+      if (!out.write(r.value)) {
+        await new Promise<void>((resolve) => {
+          const done = () => {
+            out.off('drain', done);
+            out.off('close', done);
+            resolve();
+          };
+          out.on('drain', done);
+          out.on('close', done);
+        });
+      }
+      if (gone) return alreadySentResponse();
+      r = await reader.read();
+      if (gone) return alreadySentResponse();
+    }
+    out.end();
+  } catch (e) {
+    // the body failed (the relay turns upstream failures into an error event, so this is rare)
+    if (!out.headersSent) out.writeHead(500, { 'content-type': 'text/plain' }).end('stream failed');
+    else out.destroy(e instanceof Error ? e : new Error(String(e)));
+    reader.cancel().catch(() => {});
+  } finally {
+    out.off('close', onGone);
+    out.off('error', onGone);
+  }
+  return alreadySentResponse();
+}
