@@ -63,3 +63,20 @@ async function* iterate(stream: ReadableStream<Uint8Array>): AsyncIterable<Uint8
     if (!finished) await reader.cancel().catch(() => {}); // the consumer stopped early
   }
 }
+
+// Streamed responses: the runtime can take the body stream back without going through
+// `Response.body` (on Node, @hono/node-server's lightweight Response builds a full Response
+// object the first time .body is read).
+const streamBodies = new WeakMap<Response, ReadableStream<Uint8Array>>();
+
+/** A Response whose body is `body` (a stream), remembered for streamBodyOf. */
+export function streamingResponse(body: ReadableStream<Uint8Array>, init: ResponseInit): Response {
+  const res = new Response(body, init);
+  streamBodies.set(res, body);
+  return res;
+}
+
+/** The stream a response was made with by streamingResponse, else null. */
+export function streamBodyOf(res: Response): ReadableStream<Uint8Array> | null {
+  return streamBodies.get(res) ?? null;
+}

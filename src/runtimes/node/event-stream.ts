@@ -9,6 +9,7 @@
 // A client that goes away cancels the body (which aborts the upstream request), as before; the
 // server adapter also still aborts the request's signal.
 import type { ServerResponse } from 'node:http';
+import { streamBodyOf } from '../../kernel/http.ts';
 
 /** Tells @hono/node-server that the response was written already (its documented escape hatch). */
 const ALREADY_SENT_HEADER = 'x-hono-already-sent';
@@ -29,7 +30,7 @@ export function isEventStream(res: Response): boolean {
 
 /** Writes the response to `out` and resolves (never rejects) once it is done or abandoned. */
 export async function writeEventStream(res: Response, out: ServerResponse): Promise<Response> {
-  const body = res.body;
+  const body = streamBodyOf(res) ?? res.body;
   const headers: Record<string, string | string[]> = {};
   for (const [k, v] of res.headers) if (k !== 'set-cookie') headers[k] = v;
   const cookies = res.headers.getSetCookie();

@@ -7,6 +7,7 @@
 // extra usage event from what the client sees (see sse.ts), so usage is always measured.
 import type { ActionContext } from '../../../kernel/service.ts';
 import { GatewayError } from '../../../kernel/errors.ts';
+import { streamingResponse } from '../../../kernel/http.ts';
 import type { Measured } from '../../../kernel/metering.ts';
 import { AiCall } from '../meter.ts';
 import { upstreamTimeoutMs, type Resolved } from '../resolve.ts';
@@ -125,7 +126,7 @@ export async function passthrough(ctx: ActionContext<ChatInput>, r: Resolved, ur
       gw.waitUntil(call.finish(gone ? 'aborted' : error ? 'error' : 'ok', estimate, gone ? CLIENT_CLOSED : error ? 'upstream_stream_failed' : undefined));
     },
   });
-  return new Response(out, {
+  return streamingResponse(out, {
     status: 200,
     headers: { 'content-type': res.header('content-type') ?? 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' },
   });
