@@ -1,10 +1,9 @@
 // Streamed responses (server-sent events) on Node, written by the runtime itself instead of
 // @hono/node-server's generic stream path. That path sends the headers on their own (one write
 // syscall and one TCP segment per stream) before the first chunk, then each chunk, then the end.
-// Here the headers wait for the first chunk and go out with it, and a chunk that arrives within
-// the same tick is coalesced (Node corks a response's socket until the next tick), so a short
-// stream is often one write. Nothing waits for more data than it has: every chunk is written as
-// soon as it is read.
+// Here the headers wait for the first chunk and go out with it; a stream that ends within the
+// same turn of the event loop goes out in one write. After the first chunk, every chunk is
+// written as soon as it is read.
 //
 // A client that goes away cancels the body (which aborts the upstream request), as before; the
 // server adapter also still aborts the request's signal.
@@ -51,19 +50,26 @@ export async function writeEventStream(res: Response, out: ServerResponse): Prom
   try {
     let r = await reader.read();
     if (gone) return alreadySentResponse();
-    out.writeHead(res.status, headers);
-    while (!r.done) {
-      if (!out.write(r.value)) {
-        await new Promise<void>((resolve) => {
-          const done = () => {
-            out.off('drain', done);
-            out.off('close', done);
-            resolve();
-          };
-          out.on('drain', done);
-          out.on('close', done);
-        });
+    if (!r.done) {
+      // A stream that also ends within this turn of the event loop (a short answer that arrived
+      // whole) goes out in one write: headers, body and end. Otherwise the first chunk waits at
+      // most until the loop's check phase (setImmediate), and later chunks do not wait at all.
+      const next = reader.read();
+      next.catch(() => {}); // awaited below unless the client left first
+      const early = await Promise.race([next, new Promise<null>((resolve) => setImmediate(resolve, null))]);
+      if (gone) return alreadySentResponse();
+      if (early?.done) {
+        out.writeHead(res.status, headers).end(r.value);
+        return alreadySentResponse();
       }
+      out.writeHead(res.status, headers);
+      if (!out.write(r.value)) await drained(out);
+      if (gone) return alreadySentResponse();
+      r = early ?? (await next);
+      if (gone) return alreadySentResponse();
+    } else out.writeHead(res.status, headers);
+    while (!r.done) {
+      if (!out.write(r.value)) await drained(out);
       if (gone) return alreadySentResponse();
       r = await reader.read();
       if (gone) return alreadySentResponse();
@@ -79,4 +85,16 @@ export async function writeEventStream(res: Response, out: ServerResponse): Prom
     out.off('error', onGone);
   }
   return alreadySentResponse();
+}
+
+function drained(out: ServerResponse): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const done = () => {
+      out.off('drain', done);
+      out.off('close', done);
+      resolve();
+    };
+    out.on('drain', done);
+    out.on('close', done);
+  });
 }
