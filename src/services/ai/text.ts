@@ -51,7 +51,23 @@ function prepare(ctx: ActionContext<TextInput>, mode: 'text' | 'stream') {
   return { r, call, inputBound, maxOut, model: r.adapter.languageModel(r.call, r.model.upstream) };
 }
 
+/** The AI SDK call both actions make: retries are citygate's business, not the SDK's. */
+function callSettings(input: TextInput, p: ReturnType<typeof prepare>, messages: ModelMessages, abortSignal: AbortSignal) {
+  return {
+    model: p.model,
+    instructions: input.system,
+    messages,
+    allowSystemInMessages: true,
+    maxOutputTokens: input.max_tokens,
+    temperature: input.temperature,
+    maxRetries: 0,
+    abortSignal,
+  };
+}
+
 const usageOut = (u: ReturnType<typeof sdkUsage>) => ({ ...u, total_tokens: u.input_tokens + u.output_tokens });
+
+type ModelMessages = Awaited<ReturnType<typeof modelMessages>>['messages'];
 
 export async function text(ctx: ActionContext<TextInput>) {
   const { input, gateway: gw, timing } = ctx;
@@ -61,16 +77,7 @@ export async function text(ctx: ActionContext<TextInput>) {
   const d = deadline(ctx.signal, upstreamTimeoutMs(gw));
   const t0 = performance.now();
   try {
-    const res = await generateText({
-      model: p.model,
-      instructions: input.system,
-      messages,
-      allowSystemInMessages: true,
-      maxOutputTokens: input.max_tokens,
-      temperature: input.temperature,
-      maxRetries: 0,
-      abortSignal: d.signal,
-    });
+    const res = await generateText(callSettings(input, p, messages, d.signal));
     const u = sdkUsage(res.totalUsage ?? res.usage);
     await p.call.finish('ok', u);
     return {
@@ -98,16 +105,7 @@ export async function stream(ctx: ActionContext<TextInput>): Promise<Response> {
   const t0 = performance.now();
   let usage = sdkUsage(undefined);
   let failure: unknown = null;
-  const result = streamText({
-    model: p.model,
-    instructions: input.system,
-    messages,
-    allowSystemInMessages: true,
-    maxOutputTokens: input.max_tokens,
-    temperature: input.temperature,
-    maxRetries: 0,
-    abortSignal: d.signal,
-  });
+  const result = streamText(callSettings(input, p, messages, d.signal));
   const uiStream = result.toUIMessageStream({
     originalMessages: ui ?? undefined,
     generateMessageId: () => newId('msg', 12),
