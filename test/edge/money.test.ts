@@ -7,20 +7,12 @@ import { call, client, errorOf } from '../helpers/http.ts';
 import { startWorker, type TestWorker } from '../helpers/worker.ts';
 import { startOpenAIStub, type OpenAIStub } from '../stubs/openai.ts';
 import { startStripeStub, type StripeStub } from '../stubs/stripe.ts';
+import { until } from '../helpers/wait.ts';
 
 const STRIPE_WHSEC = 'whsec_citygate_edge';
 // A flat 1000 credits per call: the reservation equals the charge, so "covers N calls" is exact.
 const PRICES = { 'stub-model': { per_request: 1000 } };
 
-async function until<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 type Client = ReturnType<typeof client>;
 

@@ -11,18 +11,10 @@ import { bundleWorker, nodeBuiltinImports, startWorker, type TestWorker } from '
 import { startOpenAIStub, type OpenAIStub } from '../stubs/openai.ts';
 import { R2BlobStore } from '../../src/runtimes/workers/r2.ts';
 import { conformance } from './conformance.ts';
+import { until } from '../helpers/wait.ts';
 
 const PROBE_ENTRY = join(import.meta.dirname, 'fixtures/probe-worker.ts');
 
-async function until<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 let bundle: string;
 let stub: OpenAIStub;

@@ -2,6 +2,7 @@
 // database file the way an auditor would.
 import { DatabaseSync } from 'node:sqlite';
 import { client } from '../helpers/http.ts';
+import { sleep, until as waitUntil } from '../helpers/wait.ts';
 
 export type Client = ReturnType<typeof client>;
 
@@ -61,15 +62,7 @@ export function assertBooksBalance(dbPath: string): Map<string, Books> {
   return all;
 }
 
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+export { sleep };
 
 /** Polls until `f` returns a truthy value (or throws after `ms`). */
-export async function until<T>(f: () => Promise<T> | T, ms = 5000, what = 'condition'): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await f();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(25);
-  }
-}
+export const until = <T>(f: () => Promise<T> | T, ms = 5000, what = 'condition'): Promise<T> => waitUntil(what, f, ms);
