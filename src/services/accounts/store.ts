@@ -107,6 +107,17 @@ export async function ensureUser(
   return created;
 }
 
+/** The user an OAuth identity belongs to, if it has one. */
+function identityOwner(db: Db, cityId: string, p: ProviderProfile) {
+  return db.kysely
+    .selectFrom('user_identities')
+    .select('user_id')
+    .where('city_id', '=', cityId)
+    .where('provider', '=', p.provider)
+    .where('provider_user_id', '=', p.providerUserId)
+    .executeTakeFirst();
+}
+
 /**
  * Finds the user an OAuth identity belongs to, or creates it, race-safely: the identity row
  * is claimed with INSERT … ON CONFLICT DO NOTHING and, in the same batch, the user row is
@@ -123,13 +134,7 @@ export async function findOrCreateOAuthUser(
 ): Promise<{ userId: string; created: boolean }> {
   const t = Date.now();
   const verifiedEmail = p.email && p.emailVerified ? p.email.toLowerCase() : null;
-  const existing = await db.kysely
-    .selectFrom('user_identities')
-    .select('user_id')
-    .where('city_id', '=', cityId)
-    .where('provider', '=', p.provider)
-    .where('provider_user_id', '=', p.providerUserId)
-    .executeTakeFirst();
+  const existing = await identityOwner(db, cityId, p);
   if (existing) {
     await refreshProfiles(db, cityId, existing.user_id, p, t);
     return { userId: existing.user_id, created: false };
@@ -173,13 +178,8 @@ export async function findOrCreateOAuthUser(
   ]);
   if (identity.changes === 0) {
     // Another login of the same person won the race: use the user it created.
-    const winner = await db.kysely
-      .selectFrom('user_identities')
-      .select('user_id')
-      .where('city_id', '=', cityId)
-      .where('provider', '=', p.provider)
-      .where('provider_user_id', '=', p.providerUserId)
-      .executeTakeFirstOrThrow();
+    const winner = await identityOwner(db, cityId, p);
+    if (!winner) throw new Error('identity vanished after a lost insert race');
     await refreshProfiles(db, cityId, winner.user_id, p, t);
     return { userId: winner.user_id, created: false };
   }
