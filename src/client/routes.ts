@@ -34,6 +34,10 @@ export const METHODS = {
     tts: 'POST',
     asr: 'POST',
     'files/*': 'GET',
+    'upstreams/list': 'GET',
+    'upstreams/create': 'POST',
+    'upstreams/update': 'POST',
+    'upstreams/remove': 'POST',
   },
 } as const satisfies { [S in ServiceId]: { [A in ActionId<S>]: Method } } & { [S in ServiceId]: Record<string, Method> };
 

@@ -19,7 +19,7 @@ export async function migrate(db: Db, migrations: Migration[] = all): Promise<st
     try {
       await db.batch([
         db.kysely.insertInto('_migrations').values({ name: m.name, applied_at: Date.now() }),
-        ...m.statements.map((s) => CompiledQuery.raw(s)),
+        ...(typeof m.statements === 'function' ? m.statements(db.kysely) : m.statements.map((s) => CompiledQuery.raw(s))),
       ]);
       applied.push(m.name);
     } catch (e) {

@@ -209,6 +209,27 @@ export interface UsageTable {
   credits: number;
   duration_ms: number;
   created_at: number;
+  /** The upstream that served the call (null: none reached, or a record from before 040). */
+  upstream: string | null;
+  /** Upstream attempts made (null on records from before 040). */
+  attempts: number | null;
+}
+
+export interface AiUpstreamsTable {
+  upstream_id: string;
+  name: string;
+  kind: string;
+  base_url: string;
+  api_key: string | null;
+  /** JSON array of model ids or {id, upstream_model}. */
+  models: string;
+  weight: number;
+  priority: number;
+  /** 0 | 1 */
+  enabled: number;
+  timeout_ms: number | null;
+  created_at: number;
+  updated_at: number;
 }
 
 export interface UsageDailyTable {
@@ -246,5 +267,6 @@ export interface Schema {
   payment_events: PaymentEventsTable;
   usage: UsageTable;
   usage_daily: UsageDailyTable;
+  ai_upstreams: AiUpstreamsTable;
   _migrations: MigrationsTable;
 }

@@ -13,7 +13,8 @@ import { parseJsonBody, parseQuery, readBody, validate } from './input.ts';
 import type { JobMessage, JobQueue } from './jobs.ts';
 import { jsonLogger, type Logger } from './log.ts';
 import { ADMIN_KEY_PREFIX } from './identity.ts';
-import { randomToken, requestId as newRequestId } from './crypto.ts';
+import { randomToken, requestId as newRequestId, safeEqual } from './crypto.ts';
+import { metrics } from './metrics.ts';
 import { RuntimeEnv, type ProcessEnv } from './runtime-env.ts';
 import type { AnyAction, RequestTiming, ServiceDef } from './service.ts';
 import type { BlobStore } from './storage.ts';
@@ -118,6 +119,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     },
   };
 
+  const FIXED_ROUTES = new Set(['/', '/health', '/metrics', '/.well-known/jwks.json', '/openapi.json', '/docs', '/docs/scalar.js', '/v1/services']);
   let initPromise: Promise<InitResult> | null = null;
   const init = () =>
     (initPromise ??= (async () => {
@@ -151,11 +153,20 @@ export function createGateway(opts: GatewayOptions): Gateway {
       /* immutable headers (a proxied Response): leave them */
     }
     const identity = c.get('identity' as never) as Identity | undefined;
+    const duration = performance.now() - started;
+    const path = new URL(c.req.url).pathname;
+    const route = (c.get('route' as never) as string | undefined) ?? path;
+    // Metric labels stay bounded: an unknown path counts as 'other'.
+    const m = metrics();
+    const label = { route: c.get('route' as never) || FIXED_ROUTES.has(path) ? route : 'other', method: c.req.method, status: String(c.res.status) };
+    m.requests.inc(label);
+    m.requestDuration.observe(label, duration / 1000);
+    m.overhead.observe({ route: label.route }, overhead / 1000);
     log('info', 'request', {
       method: c.req.method,
-      route: c.get('route' as never) ?? new URL(c.req.url).pathname,
+      route,
       status: c.res.status,
-      duration_ms: Math.round((performance.now() - started) * 100) / 100,
+      duration_ms: Math.round(duration * 100) / 100,
       identity: identity?.kind,
       city: identity ? boundCity(identity) ?? c.get('city' as never) ?? null : null,
     });
@@ -191,6 +202,21 @@ export function createGateway(opts: GatewayOptions): Gateway {
     return { ok: true, services: [...services.keys()] };
   };
   app.get('/health', async (c) => c.json(await health()));
+
+  // Prometheus text: the admin key, or METRICS_TOKEN as a bearer token (for a scraper that
+  // should hold nothing more). 501 where the runtime keeps no metrics (Workers).
+  app.get('/metrics', async (c) => {
+    const bearer = /^Bearer\s+(.+)$/i.exec(c.req.header('authorization') ?? '')?.[1]?.trim();
+    const token = env.get('METRICS_TOKEN');
+    if (!(token && bearer && (await safeEqual(bearer, token)))) {
+      const identity = await authenticate(c.req.raw, context);
+      if (identity.kind === 'guest') throw new GatewayError(401, 'missing_credential', 'GET /metrics needs the admin key or METRICS_TOKEN.');
+      if (identity.kind !== 'admin') throw new GatewayError(403, 'identity_not_allowed', `A ${identity.kind} credential cannot read /metrics.`);
+    }
+    const out = await metrics().render();
+    if (!out) throw new GatewayError(501, 'metrics_not_supported', 'This runtime keeps no metrics (see docs/ai.md, Metrics).');
+    return new Response(out.text, { headers: { 'content-type': out.contentType, 'cache-control': 'no-store' } });
+  });
 
   app.get('/.well-known/jwks.json', (c) => {
     c.header('cache-control', 'public, max-age=300');

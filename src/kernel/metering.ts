@@ -52,6 +52,10 @@ export interface MeterRecord extends Measured {
   credits: number;
   duration_ms: number;
   created_at: number;
+  /** The upstream that served the call (ai routing), when one was reached. */
+  upstream?: string;
+  /** Upstream attempts the call made (retries and fallbacks included). */
+  attempts?: number;
 }
 
 /** A reservation of credits made before an upstream call. */

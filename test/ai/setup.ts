@@ -59,6 +59,10 @@ export async function startAiWorld(opts: { stub?: OpenAIStubOptions; env?: Recor
       OPENAI_BASE_URL: stub.url,
       AI_UPSTREAM_TIMEOUT_MS: '800',
       AI_VIDEO_POLL_MS: '50',
+      // These tests check how one upstream answer maps to what the caller sees; retries,
+      // fallbacks and cooldowns have their own tests (test/ai/routing.test.ts).
+      AI_MAX_ATTEMPTS: '1',
+      AI_COOLDOWN_FAILURES: '1000',
       ...opts.env,
     },
   });

@@ -4,10 +4,14 @@ import kernel from './001_kernel.ts';
 import ai from './010_ai.ts';
 import accounts from './020_accounts.ts';
 import money from './030_money.ts';
+import upstreams from './040_upstreams.ts';
+import type { Kysely } from 'kysely';
+import type { Statement } from '../database.ts';
 
 export interface Migration {
   name: string;
-  statements: string[];
+  /** SQL texts, or statements built with Kysely's schema builder for the database's dialect. */
+  statements: string[] | ((db: Kysely<any>) => Statement[]);
 }
 
 export const migrations: Migration[] = [
@@ -15,4 +19,5 @@ export const migrations: Migration[] = [
   { name: '010_ai', statements: ai },
   { name: '020_accounts', statements: accounts },
   { name: '030_money', statements: money },
+  { name: '040_upstreams', statements: upstreams },
 ];

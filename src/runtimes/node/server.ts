@@ -17,6 +17,7 @@ import { loadProjectConfig } from './project-config.ts';
 import { isEventStream, writeEventStream } from './event-stream.ts';
 import { bufferedLines } from './log-writer.ts';
 import { undiciHttp } from './upstream-http.ts';
+import { installNodeMetrics } from './metrics.ts';
 
 // Scalar's self-contained browser build, next to the package's entry point.
 const scalarScript = async () => {
@@ -36,6 +37,7 @@ export async function startNodeServer(
   opts: { logger?: Logger; installSignals?: boolean } = {},
 ): Promise<RunningServer> {
   const config = readNodeConfig(env);
+  installNodeMetrics();
   const db = openNodeSqlite(config.databasePath);
   // One stdout write per event-loop turn for all its log lines (the request line of every call).
   const lines = opts.logger ? null : bufferedLines();

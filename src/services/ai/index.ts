@@ -7,8 +7,12 @@ import { action, defineService } from '../../kernel/service.ts';
 import { chatCompletions, chatInput } from './chat/index.ts';
 import { imageCreate, imageCreateInput, imageResult, jobIdInput, runImage, runVideo, video, videoInput } from './jobs.ts';
 import { asr, ASR_MAX_BYTES, asrJson, tts, ttsInput } from './media.ts';
-import { modesOf, pricesOf } from './prices.ts';
+import { modesOf, priceSourceOf, pricesOf } from './prices.ts';
 import { registryOf } from './state.ts';
+import { allModels, unavailableReason } from './resolve.ts';
+import { upstreamActions } from './routing/actions.ts';
+import { candidatesOf } from './routing/route.ts';
+import { upstreamTableOf } from './routing/upstreams.ts';
 import { stream, text, textInput } from './text.ts';
 
 export { priceOf, pricesOf } from './prices.ts';
@@ -55,7 +59,12 @@ export const aiService = defineService({
     { key: 'GOOGLE_GENERATIVE_AI_API_KEY', description: 'Google Gemini key', required: false },
     { key: 'MODEL_PRICES', description: 'JSON price overrides by model id (credits; 1 USD = 1,000,000)', required: false },
     { key: 'MODEL_MODES', description: 'JSON: model id → the modes callers may use (narrows the registered ones)', required: false },
-    { key: 'AI_UPSTREAM_TIMEOUT_MS', description: 'Upstream deadline in ms (default 120000)', required: false },
+    { key: 'AI_UPSTREAM_TIMEOUT_MS', description: 'Upstream deadline in ms (default 120000): per attempt, to the first byte for streams', required: false },
+    { key: 'AI_MAX_ATTEMPTS', description: 'Upstream attempts per call, retries and fallbacks included (default 3)', required: false },
+    { key: 'AI_COOLDOWN_FAILURES', description: 'Consecutive failures after which an upstream cools down (default 3)', required: false },
+    { key: 'AI_COOLDOWN_MS', description: 'Cooldown of a failing upstream in ms, then one probe call (default 30000)', required: false },
+    { key: 'AI_RETRY_BACKOFF_MS', description: 'Base of the jittered exponential backoff between attempts (default 100)', required: false },
+    { key: 'AI_RETRY_AFTER_MAX_MS', description: 'Longest Retry-After or cooldown a call waits for before giving up (default 10000)', required: false },
   ],
   init(gw) {
     const reg = registryOf(gw); // builds the registry now: a bad citygate.config.ts fails the boot, not a request
@@ -72,24 +81,37 @@ export const aiService = defineService({
       auth: ['user', 'admin', 'bureau'],
       summary: 'Model catalog (callable models; the admin sees every registered model)',
       output: z.object({ items: z.array(modelEntry) }),
-      handler: ({ gateway: gw, identity }) => {
+      handler: async ({ gateway: gw, identity }) => {
+        await upstreamTableOf(gw).fresh();
         const reg = registryOf(gw);
         const admin = identity.kind === 'admin';
         const items = [];
-        for (const m of reg.all(gw.env)) {
+        for (const m of allModels(gw)) {
           const modalities = modesOf(gw, m);
-          const available = reg.missing(gw.env, m).length === 0 && modalities.length > 0;
+          const available = candidatesOf(gw, m).length > 0 && modalities.length > 0;
           if (!admin && !available) continue;
           const base = { id: m.id, name: m.name, description: m.description ?? '', modalities, tags: m.tags ?? [], meta: m.meta ?? {} };
           items.push(
             admin
-              ? { ...base, env_requirements: reg.requirements(m), default_modes: m.modes, price: pricesOf(gw, m), available, provider: m.provider, upstream: m.upstream }
+              ? {
+                  ...base,
+                  env_requirements: m.provider ? reg.requirements(m) : [],
+                  default_modes: m.modes,
+                  price: pricesOf(gw, m),
+                  price_source: priceSourceOf(gw, m),
+                  available,
+                  ...(available ? {} : { unavailable_reason: unavailableReason(gw, m) }),
+                  provider: m.provider || null,
+                  upstream: m.upstream,
+                  upstreams: candidatesOf(gw, m).map((u) => u.id),
+                }
               : base,
           );
         }
         return { items };
       },
     }),
+    ...upstreamActions,
     text: action({ method: 'POST', auth: callers, input: textInput, output: textMessage, errors: UPSTREAM, summary: 'Generate one assistant message', handler: text }),
     stream: action({ method: 'POST', auth: callers, input: textInput, produces: ['text/event-stream'], errors: UPSTREAM, summary: 'Stream an assistant message (AI SDK UI message stream)', handler: stream }),
     'chat/completions': action({

@@ -13,6 +13,7 @@ import type { ActionContext } from '../../kernel/service.ts';
 import { AiCall, type CallState } from './meter.ts';
 import type { Mode } from './registry.ts';
 import { resolveModel, upstreamTimeoutMs } from './resolve.ts';
+import { route } from './routing/route.ts';
 import { registryOf } from './state.ts';
 import { getJob, getOwnedJob, insertJob, updateJob, type JobRow } from './store.ts';
 import { deadline, toGatewayError } from './upstream-errors.ts';
@@ -84,7 +85,7 @@ async function createJob(
   worst: Parameters<AiCall['reserve']>[0],
 ) {
   const gw = ctx.gateway;
-  const r = resolveModel(gw, ctx.identity, modelId, kind);
+  const r = await resolveModel(gw, ctx.identity, modelId, kind);
   const jobId = newId(kind === 'image' ? 'img' : 'vid', 15);
   const call = AiCall.start(gw, ctx.identity, r.model, kind, ctx.requestId);
   await call.reserve(worst);
@@ -181,18 +182,20 @@ export async function runImage(msg: JobMessage, gw: GatewayContext): Promise<voi
   const call = restoreCall(gw, row, 'image');
   await updateJob(gw.db, row.job_id, { status: 'running', attempts: row.attempts + 1 });
   const input = JSON.parse(row.input) as { prompt: string; size?: `${number}x${number}`; n: number };
-  let d;
   try {
-    const r = resolveModel(gw, identityOf(row), row.model, 'image');
-    if (!r.adapter.imageModel) throw badRequest('mode_not_supported', `The model '${row.model}' cannot make images.`);
-    d = deadline(undefined, upstreamTimeoutMs(gw));
-    const res = await generateImage({
-      model: r.adapter.imageModel(r.call, r.model.upstream),
-      prompt: input.prompt,
-      n: input.n,
-      size: input.size,
-      maxRetries: 0,
-      abortSignal: d.signal,
+    const r = await resolveModel(gw, identityOf(row), row.model, 'image');
+    const res = await route(gw, { model: r.model, operation: 'image', signal: new AbortController().signal, observer: call }, async (t, d) => {
+      if (!t.adapter.imageModel) throw badRequest('mode_not_supported', `The model '${row.model}' cannot make images.`);
+      const out = await generateImage({
+        model: t.adapter.imageModel(t.call, t.upstreamModel),
+        prompt: input.prompt,
+        n: input.n,
+        size: input.size,
+        maxRetries: 0,
+        abortSignal: d.signal,
+      });
+      d.clear();
+      return out;
     });
     const files: StoredFile[] = [];
     for (const img of res.images) files.push(await store(gw, row.job_id, img.uint8Array, img.mediaType || 'image/png'));
@@ -200,8 +203,6 @@ export async function runImage(msg: JobMessage, gw: GatewayContext): Promise<voi
     await call.finish('ok', { images: files.length });
   } catch (e) {
     await fail(gw, row, call, e);
-  } finally {
-    d?.clear();
   }
 }
 
@@ -212,7 +213,8 @@ export async function runVideo(msg: JobMessage, gw: GatewayContext): Promise<voi
   const input = JSON.parse(row.input) as { prompt: string; seconds?: number; size?: string };
   let r;
   try {
-    r = resolveModel(gw, identityOf(row), row.model, 'video');
+    // A video job polls the upstream that started it: it is not routed (the first candidate serves it).
+    r = await resolveModel(gw, identityOf(row), row.model, 'video');
     if (!r.adapter.video) throw badRequest('mode_not_supported', `The model '${row.model}' cannot make videos.`);
   } catch (e) {
     return fail(gw, row, call, e);
@@ -222,7 +224,7 @@ export async function runVideo(msg: JobMessage, gw: GatewayContext): Promise<voi
   let seconds = input.seconds ?? 0;
   try {
     if (!row.upstream_ref) {
-      const started = await api.start(r.call, { model: r.model.upstream, prompt: input.prompt, seconds: input.seconds, size: input.size, signal: d.signal });
+      const started = await api.start(r.call, { model: r.target.upstreamModel, prompt: input.prompt, seconds: input.seconds, size: input.size, signal: d.signal });
       await updateJob(gw.db, row.job_id, { status: 'running', upstream_ref: started.ref, attempts: row.attempts + 1 });
       throw new RetryJob('video started', pollMs(gw));
     }

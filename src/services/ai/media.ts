@@ -6,8 +6,10 @@ import { boundCity } from '../../kernel/identity.ts';
 import { parseJsonBody, validate } from '../../kernel/input.ts';
 import type { ActionContext } from '../../kernel/service.ts';
 import { AiCall } from './meter.ts';
-import { resolveModel, upstreamTimeoutMs } from './resolve.ts';
-import { CLIENT_CLOSED, deadline, toGatewayError } from './upstream-errors.ts';
+import type { ModelDef } from './registry.ts';
+import { resolveModel } from './resolve.ts';
+import { route, type Target } from './routing/route.ts';
+import { CLIENT_CLOSED } from './upstream-errors.ts';
 
 export const AUDIO_TYPES: Record<string, string> = {
   mp3: 'audio/mpeg',
@@ -28,33 +30,36 @@ export const ttsInput = z.object({
   instructions: z.string().max(4096).optional(),
 });
 
-async function guarded<T>(ctx: ActionContext<unknown>, call: AiCall, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
-  const d = deadline(ctx.signal, upstreamTimeoutMs(ctx.gateway));
-  const t0 = performance.now();
+/** Runs the call through routing (retries, fallbacks); a failure ends the call's meter record. */
+async function guarded<T>(ctx: ActionContext<unknown>, call: AiCall, model: ModelDef, operation: string, run: (t: Target, signal: AbortSignal) => Promise<T>): Promise<T> {
   try {
-    return await run(d.signal);
+    return await route(ctx.gateway, { model, operation, signal: ctx.signal, timing: ctx.timing, observer: call }, async (t, d) => {
+      const out = await run(t, d.signal);
+      d.clear();
+      return out;
+    });
   } catch (e) {
-    const ge = toGatewayError(e, d);
-    await call.finish(ge.code === CLIENT_CLOSED ? 'aborted' : 'error', {}, ge.code);
-    throw ge;
-  } finally {
-    ctx.timing.upstreamMs += performance.now() - t0;
-    d.clear();
+    const code = (e as { code?: string }).code ?? 'internal_error';
+    await call.finish(code === CLIENT_CLOSED ? 'aborted' : 'error', {}, code);
+    throw e;
   }
 }
 
+const cannot = (id: string, what: string) => new GatewayError(400, 'mode_not_supported', `The model '${id}' cannot ${what}.`, { param: 'model' });
+
 export async function tts(ctx: ActionContext<z.output<typeof ttsInput>>): Promise<Response> {
   const { input, gateway: gw } = ctx;
-  const r = resolveModel(gw, ctx.identity, input.model, 'tts');
+  const r = await resolveModel(gw, ctx.identity, input.model, 'tts');
   if (!r.adapter.speechModel) throw new GatewayError(400, 'mode_not_supported', `The model '${input.model}' cannot speak.`, { param: 'model' });
   const call = AiCall.start(gw, ctx.identity, r.model, 'tts', ctx.requestId);
   // Speech is priced per input character: input_tokens counts characters here.
   const chars = [...input.text].length;
   await call.reserve({ input_tokens: chars });
   const format = input.format ?? 'mp3';
-  const res = await guarded(ctx, call, (signal) =>
-    generateSpeech({
-      model: r.adapter.speechModel!(r.call, r.model.upstream),
+  const res = await guarded(ctx, call, r.model, 'text_to_speech', (t, signal) => {
+    if (!t.adapter.speechModel) throw cannot(input.model, 'speak');
+    return generateSpeech({
+      model: t.adapter.speechModel(t.call, t.upstreamModel),
       text: input.text,
       voice: input.voice ?? 'alloy',
       outputFormat: format,
@@ -62,8 +67,8 @@ export async function tts(ctx: ActionContext<z.output<typeof ttsInput>>): Promis
       instructions: input.instructions,
       maxRetries: 0,
       abortSignal: signal,
-    }),
-  );
+    });
+  });
   await call.finish('ok', { input_tokens: chars });
   const bytes = res.audio.uint8Array;
   return new Response(bytes as Uint8Array<ArrayBuffer>, {
@@ -135,22 +140,23 @@ async function asrRequest(ctx: ActionContext<unknown>) {
 export async function asr(ctx: ActionContext<unknown>) {
   const gw = ctx.gateway;
   const q = await asrRequest(ctx);
-  const r = resolveModel(gw, ctx.identity, q.model, 'asr');
+  const r = await resolveModel(gw, ctx.identity, q.model, 'asr');
   if (!r.adapter.transcriptionModel) throw new GatewayError(400, 'mode_not_supported', `The model '${q.model}' cannot transcribe.`, { param: 'model' });
   const call = AiCall.start(gw, ctx.identity, r.model, 'asr', ctx.requestId);
   // Worst case: compressed speech at 8 kbit/s (1,000 bytes per second); a URL: 25 MB of it.
   const bytes = q.audio instanceof Uint8Array ? q.audio.byteLength : ASR_MAX_BYTES;
   await call.reserve({ seconds: Math.ceil(bytes / 1000) });
-  const res = await guarded(ctx, call, (signal) =>
-    transcribe({
-      model: r.adapter.transcriptionModel!(r.call, r.model.upstream),
+  const res = await guarded(ctx, call, r.model, 'speech_to_text', (t, signal) => {
+    if (!t.adapter.transcriptionModel) throw cannot(q.model, 'transcribe');
+    return transcribe({
+      model: t.adapter.transcriptionModel(t.call, t.upstreamModel),
       audio: q.audio,
       providerOptions: q.language ? { openai: { language: q.language } } : undefined,
       maxRetries: 0,
       abortSignal: signal,
       download: createDownload({ maxBytes: ASR_MAX_BYTES }),
-    }),
-  );
+    });
+  });
   const seconds = res.durationInSeconds ?? Math.ceil(bytes / 16_000);
   await call.finish('ok', { seconds });
   return {

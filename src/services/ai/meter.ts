@@ -18,6 +18,7 @@ import {
   type MeteringSink,
   type Prices,
 } from '../../kernel/metering.ts';
+import { metrics } from '../../kernel/metrics.ts';
 import { pricesOf } from './prices.ts';
 import type { Mode, ModelDef } from './registry.ts';
 
@@ -43,6 +44,9 @@ export interface CallState {
   mode: Mode;
   startedAt: number;
   hold: Hold | null;
+  /** Set by routing: the upstream of the last attempt and how many attempts were made. */
+  upstream?: string;
+  attempts?: number;
 }
 
 export class AiCall {
@@ -59,6 +63,12 @@ export class AiCall {
 
   static start(gw: GatewayContext, identity: Identity, model: ModelDef, mode: Mode, requestId: string): AiCall {
     return new AiCall(gw, { requestId, identity, modelId: model.id, mode, startedAt: Date.now(), hold: null }, model);
+  }
+
+  /** Routing's report (RouteObserver): the upstream being tried and the attempt number. */
+  routed(upstream: string, attempts: number): void {
+    this.state.upstream = upstream;
+    this.state.attempts = attempts;
   }
 
   get hold(): Hold | null {
@@ -113,7 +123,6 @@ export class AiCall {
 
   #record(status: CallStatus, m: Measured, errorCode: string | undefined, credits: number): void {
     const sink = this.gw.use<MeteringSink>(METERING);
-    if (!sink) return;
     const id = this.state.identity;
     const r: MeterRecord = {
       ...m,
@@ -128,11 +137,23 @@ export class AiCall {
       credits,
       duration_ms: Date.now() - this.state.startedAt,
       created_at: Date.now(),
+      ...(this.state.upstream !== undefined ? { upstream: this.state.upstream, attempts: this.state.attempts } : {}),
     };
+    observeCall(r);
+    if (!sink) return;
     try {
       sink.record(r);
     } catch (e) {
       this.gw.log('error', 'ai: metering sink failed', { request_id: r.request_id, error: String(e) });
     }
   }
+}
+
+/** Tokens and credits of a call for /metrics (by city and model). */
+function observeCall(r: MeterRecord): void {
+  const m = metrics();
+  const city = r.city_id ?? '';
+  if (r.input_tokens) m.tokens.observe({ gen_ai_token_type: 'input', gen_ai_request_model: r.model, city }, r.input_tokens);
+  if (r.output_tokens) m.tokens.observe({ gen_ai_token_type: 'output', gen_ai_request_model: r.model, city }, r.output_tokens);
+  if (r.credits) m.credits.inc({ city, model: r.model }, r.credits);
 }

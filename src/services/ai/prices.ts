@@ -7,7 +7,8 @@ import type { GatewayContext } from '../../kernel/context.ts';
 import type { Prices } from '../../kernel/metering.ts';
 import type { RuntimeEnv } from '../../kernel/runtime-env.ts';
 import { MODES, type ModelDef, type Mode } from './registry.ts';
-import { registryOf } from './state.ts';
+import { catalogOf } from './catalog.ts';
+import { findModel } from './resolve.ts';
 
 const PRICE_FIELDS = ['input_per_mtok', 'output_per_mtok', 'cached_per_mtok', 'per_image', 'per_second', 'per_request'] as const;
 
@@ -71,17 +72,24 @@ function modeOverrides(env: RuntimeEnv, warn: (m: string) => void): Map<string, 
 
 const warner = (gw: GatewayContext) => (m: string) => gw.log('warn', m);
 
-/** A model's prices now: MODEL_PRICES first, then the registry; null means free. */
+/** A model's prices now: MODEL_PRICES first, then prices registered in code or config, then the catalog; null means free. */
 export function pricesOf(gw: GatewayContext, m: ModelDef): Prices | null {
   const o = priceOverrides(gw.env, warner(gw));
   if (o.has(m.id)) return o.get(m.id)!;
-  const p = m.prices ?? null;
+  const p = m.prices !== undefined ? m.prices : (catalogOf(m)?.prices ?? null);
   return p && Object.keys(p).length > 0 ? p : null;
+}
+
+/** Where a model's price comes from: MODEL_PRICES, the registry (code / citygate.config.ts), the catalog, or null (free). */
+export function priceSourceOf(gw: GatewayContext, m: ModelDef): 'MODEL_PRICES' | 'registry' | 'catalog' | null {
+  if (priceOverrides(gw.env, warner(gw)).has(m.id)) return 'MODEL_PRICES';
+  if (m.prices !== undefined) return m.prices ? 'registry' : null;
+  return catalogOf(m) ? 'catalog' : null;
 }
 
 /** The price of a model by id (for the balance service and admin tools); undefined: no such model. */
 export function priceOf(gw: GatewayContext, modelId: string): Prices | null | undefined {
-  const m = registryOf(gw).find(gw.env, modelId);
+  const m = findModel(gw, modelId);
   return m ? pricesOf(gw, m) : undefined;
 }
 

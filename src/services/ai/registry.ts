@@ -43,7 +43,7 @@ export interface ModelDef {
   upstream: string;
   /** Extra env requirements besides the slot's own (rare). */
   env?: EnvRequirement[];
-  /** Credits (1 USD = 1,000,000); null or absent: free. MODEL_PRICES overrides. */
+  /** Credits (1 USD = 1,000,000); null: free; absent: the catalog's price (catalog.ts), else free. MODEL_PRICES overrides. */
   prices?: Prices | null;
   /** Upper bound of output tokens used for credit reservations when a request sets none. */
   maxOutputTokens?: number;
@@ -78,17 +78,12 @@ export const STOCK_PROVIDERS: ProviderSlot[] = [
 ];
 
 const chatModes: Mode[] = ['text', 'stream', 'compat'];
-const tok = (input: number, output: number, cached?: number): Prices => ({
-  input_per_mtok: Math.round(input * M),
-  output_per_mtok: Math.round(output * M),
-  ...(cached !== undefined ? { cached_per_mtok: Math.round(cached * M) } : {}),
-});
 
 export const STOCK_MODELS: ModelDef[] = [
   // OpenAI slot
-  { id: 'openai/gpt-4.1', name: 'GPT-4.1', provider: 'openai', upstream: 'gpt-4.1', modes: chatModes, tags: ['openai', 'chat'], prices: tok(2, 8, 0.5), maxOutputTokens: 32768 },
-  { id: 'openai/gpt-4.1-mini', name: 'GPT-4.1 mini', provider: 'openai', upstream: 'gpt-4.1-mini', modes: chatModes, tags: ['openai', 'chat'], prices: tok(0.4, 1.6, 0.1), maxOutputTokens: 32768 },
-  { id: 'openai/gpt-4o-mini', name: 'GPT-4o mini', provider: 'openai', upstream: 'gpt-4o-mini', modes: chatModes, tags: ['openai', 'chat'], prices: tok(0.15, 0.6, 0.075), maxOutputTokens: 16384 },
+  { id: 'openai/gpt-4.1', name: 'GPT-4.1', provider: 'openai', upstream: 'gpt-4.1', modes: chatModes, tags: ['openai', 'chat'], maxOutputTokens: 32768 },
+  { id: 'openai/gpt-4.1-mini', name: 'GPT-4.1 mini', provider: 'openai', upstream: 'gpt-4.1-mini', modes: chatModes, tags: ['openai', 'chat'], maxOutputTokens: 32768 },
+  { id: 'openai/gpt-4o-mini', name: 'GPT-4o mini', provider: 'openai', upstream: 'gpt-4o-mini', modes: chatModes, tags: ['openai', 'chat'], maxOutputTokens: 16384 },
   { id: 'openai/gpt-image-1', name: 'GPT Image 1', provider: 'openai', upstream: 'gpt-image-1', modes: ['image'], tags: ['openai', 'image'], prices: { per_image: 0.042 * M } },
   {
     id: 'openai/tts-1',
@@ -103,10 +98,10 @@ export const STOCK_MODELS: ModelDef[] = [
   { id: 'openai/whisper-1', name: 'Whisper', provider: 'openai', upstream: 'whisper-1', modes: ['asr'], tags: ['openai', 'transcription'], prices: { per_second: 100 } },
   { id: 'openai/sora-2', name: 'Sora 2', provider: 'openai', upstream: 'sora-2', modes: ['video'], tags: ['openai', 'video'], prices: { per_second: 0.1 * M } },
   // Anthropic and Google through the AI SDK
-  { id: 'anthropic/claude-sonnet-4-5', name: 'Claude Sonnet 4.5', provider: 'anthropic', upstream: 'claude-sonnet-4-5', modes: chatModes, tags: ['anthropic', 'chat'], prices: tok(3, 15, 0.3), maxOutputTokens: 64000 },
-  { id: 'anthropic/claude-haiku-4-5', name: 'Claude Haiku 4.5', provider: 'anthropic', upstream: 'claude-haiku-4-5', modes: chatModes, tags: ['anthropic', 'chat'], prices: tok(1, 5, 0.1), maxOutputTokens: 64000 },
-  { id: 'google/gemini-2.5-flash', name: 'Gemini 2.5 Flash', provider: 'google', upstream: 'gemini-2.5-flash', modes: chatModes, tags: ['google', 'chat'], prices: tok(0.3, 2.5, 0.03), maxOutputTokens: 65536 },
-  { id: 'google/gemini-2.5-pro', name: 'Gemini 2.5 Pro', provider: 'google', upstream: 'gemini-2.5-pro', modes: chatModes, tags: ['google', 'chat'], prices: tok(1.25, 10, 0.125), maxOutputTokens: 65536 },
+  { id: 'anthropic/claude-sonnet-4-5', name: 'Claude Sonnet 4.5', provider: 'anthropic', upstream: 'claude-sonnet-4-5', modes: chatModes, tags: ['anthropic', 'chat'], maxOutputTokens: 64000 },
+  { id: 'anthropic/claude-haiku-4-5', name: 'Claude Haiku 4.5', provider: 'anthropic', upstream: 'claude-haiku-4-5', modes: chatModes, tags: ['anthropic', 'chat'], maxOutputTokens: 64000 },
+  { id: 'google/gemini-2.5-flash', name: 'Gemini 2.5 Flash', provider: 'google', upstream: 'gemini-2.5-flash', modes: chatModes, tags: ['google', 'chat'], maxOutputTokens: 65536 },
+  { id: 'google/gemini-2.5-pro', name: 'Gemini 2.5 Pro', provider: 'google', upstream: 'gemini-2.5-pro', modes: chatModes, tags: ['google', 'chat'], maxOutputTokens: 65536 },
 ];
 
 export const DEFAULT_MAX_OUTPUT_TOKENS = 8192;
@@ -193,7 +188,7 @@ export class Registry {
         modes: ['text', 'stream', 'compat'],
         provider: 'textprovider',
         upstream,
-        prices: null,
+        // priced by the catalog when it knows the upstream id (else free), unless MODEL_PRICES says otherwise
       }),
     );
     this.#textList = { raw, models };

@@ -7,9 +7,10 @@ import { badRequest } from '../../kernel/errors.ts';
 import type { ActionContext } from '../../kernel/service.ts';
 import { sdkUsage, toModelMessages } from './chat/translate.ts';
 import { AiCall, tokenBound } from './meter.ts';
-import { DEFAULT_MAX_OUTPUT_TOKENS } from './registry.ts';
-import { resolveModel, upstreamTimeoutMs } from './resolve.ts';
-import { CLIENT_CLOSED, deadline, toGatewayError } from './upstream-errors.ts';
+import { maxOutputOf } from './catalog.ts';
+import { resolveModel } from './resolve.ts';
+import { route, type Target } from './routing/route.ts';
+import { CLIENT_CLOSED, toGatewayError, type Deadline } from './upstream-errors.ts';
 
 export const textInput = z
   .object({
@@ -42,19 +43,19 @@ async function modelMessages(input: TextInput): Promise<{ messages: ModelMessage
   return { messages: await convertToModelMessages(ui), ui };
 }
 
-function prepare(ctx: ActionContext<TextInput>, mode: 'text' | 'stream') {
+async function prepare(ctx: ActionContext<TextInput>, mode: 'text' | 'stream') {
   const { input, gateway: gw } = ctx;
-  const r = resolveModel(gw, ctx.identity, input.model, mode);
+  const r = await resolveModel(gw, ctx.identity, input.model, mode);
   const call = AiCall.start(gw, ctx.identity, r.model, mode, ctx.requestId);
   const inputBound = tokenBound(JSON.stringify([input.system ?? '', input.prompt ?? '', input.messages ?? []]));
-  const maxOut = input.max_tokens ?? r.model.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS;
-  return { r, call, inputBound, maxOut, model: r.adapter.languageModel(r.call, r.model.upstream) };
+  const maxOut = input.max_tokens ?? maxOutputOf(r.model);
+  return { r, call, inputBound, maxOut };
 }
 
-/** The AI SDK call both actions make: retries are citygate's business, not the SDK's. */
-function callSettings(input: TextInput, p: ReturnType<typeof prepare>, messages: ModelMessages, abortSignal: AbortSignal) {
+/** The AI SDK call both actions make: retries are citygate's business (routing), not the SDK's. */
+function callSettings(input: TextInput, t: Target, messages: ModelMessages, abortSignal: AbortSignal) {
   return {
-    model: p.model,
+    model: t.adapter.languageModel(t.call, t.upstreamModel),
     instructions: input.system,
     messages,
     allowSystemInMessages: true,
@@ -69,84 +70,85 @@ const usageOut = (u: ReturnType<typeof sdkUsage>) => ({ ...u, total_tokens: u.in
 
 type ModelMessages = Awaited<ReturnType<typeof modelMessages>>['messages'];
 
-export async function text(ctx: ActionContext<TextInput>) {
-  const { input, gateway: gw, timing } = ctx;
-  const p = prepare(ctx, 'text');
-  const { messages } = await modelMessages(input);
-  await p.call.reserve({ input_tokens: p.inputBound, output_tokens: p.maxOut });
-  const d = deadline(ctx.signal, upstreamTimeoutMs(gw));
-  const t0 = performance.now();
+/** Routing around one call; a failure ends the call's meter record. */
+async function routed<T>(ctx: ActionContext<TextInput>, p: Awaited<ReturnType<typeof prepare>>, attempt: (t: Target, d: Deadline) => Promise<T>): Promise<T> {
   try {
-    const res = await generateText(callSettings(input, p, messages, d.signal));
-    const u = sdkUsage(res.totalUsage ?? res.usage);
-    await p.call.finish('ok', u);
-    return {
-      id: newId('msg', 12),
-      role: 'assistant' as const,
-      parts: [{ type: 'text' as const, text: res.text }],
-      metadata: { model: input.model, usage: usageOut(u), finish_reason: FINISH[res.finishReason] ?? res.finishReason },
-    };
+    return await route(ctx.gateway, { model: p.r.model, operation: 'chat', signal: ctx.signal, timing: ctx.timing, observer: p.call }, attempt);
   } catch (e) {
-    const ge = toGatewayError(e, d);
-    await p.call.finish(ge.code === CLIENT_CLOSED ? 'aborted' : 'error', {}, ge.code);
-    throw ge;
-  } finally {
-    timing.upstreamMs += performance.now() - t0;
-    d.clear();
+    const code = (e as { code?: string }).code ?? 'internal_error';
+    await p.call.finish(code === CLIENT_CLOSED ? 'aborted' : 'error', {}, code);
+    throw e;
   }
 }
 
+export async function text(ctx: ActionContext<TextInput>) {
+  const { input } = ctx;
+  const p = await prepare(ctx, 'text');
+  const { messages } = await modelMessages(input);
+  await p.call.reserve({ input_tokens: p.inputBound, output_tokens: p.maxOut });
+  const res = await routed(ctx, p, async (t, d) => {
+    const out = await generateText(callSettings(input, t, messages, d.signal));
+    d.clear();
+    return out;
+  });
+  const u = sdkUsage(res.totalUsage ?? res.usage);
+  await p.call.finish('ok', u);
+  return {
+    id: newId('msg', 12),
+    role: 'assistant' as const,
+    parts: [{ type: 'text' as const, text: res.text }],
+    metadata: { model: input.model, usage: usageOut(u), finish_reason: FINISH[res.finishReason] ?? res.finishReason },
+  };
+}
+
 export async function stream(ctx: ActionContext<TextInput>): Promise<Response> {
-  const { input, gateway: gw, timing } = ctx;
-  const p = prepare(ctx, 'stream');
+  const { input, gateway: gw } = ctx;
+  const p = await prepare(ctx, 'stream');
   const { messages, ui } = await modelMessages(input);
   await p.call.reserve({ input_tokens: p.inputBound, output_tokens: p.maxOut });
-  const d = deadline(ctx.signal, upstreamTimeoutMs(gw));
-  const t0 = performance.now();
   let usage = sdkUsage(undefined);
   let failure: unknown = null;
-  const result = streamText(callSettings(input, p, messages, d.signal));
-  const uiStream = result.toUIMessageStream({
-    originalMessages: ui ?? undefined,
-    generateMessageId: () => newId('msg', 12),
-    messageMetadata: ({ part }) => {
-      if (part.type === 'start') return { model: input.model };
-      if (part.type === 'finish') {
-        usage = sdkUsage(part.totalUsage);
-        return { model: input.model, usage: usageOut(usage), finish_reason: FINISH[part.finishReason] ?? part.finishReason };
+  // One attempt: read up to the first real chunk, so a failing upstream is retried (or gets its
+  // status code) instead of a 200 stream that carries an error.
+  const { reader, head, d } = await routed(ctx, p, async (t, d) => {
+    failure = null;
+    const result = streamText(callSettings(input, t, messages, d.signal));
+    const uiStream = result.toUIMessageStream({
+      originalMessages: ui ?? undefined,
+      generateMessageId: () => newId('msg', 12),
+      messageMetadata: ({ part }) => {
+        if (part.type === 'start') return { model: input.model };
+        if (part.type === 'finish') {
+          usage = sdkUsage(part.totalUsage);
+          return { model: input.model, usage: usageOut(usage), finish_reason: FINISH[part.finishReason] ?? part.finishReason };
+        }
+        return undefined;
+      },
+      onError: (e) => {
+        failure = e;
+        try {
+          return toGatewayError(e, d).message;
+        } catch {
+          return 'The upstream stream broke off.';
+        }
+      },
+    });
+    const reader = uiStream.getReader();
+    const head: unknown[] = [];
+    for (;;) {
+      const n = await reader.read();
+      if (n.done) break;
+      head.push(n.value);
+      const type = (n.value as { type: string }).type;
+      if (type === 'error' && failure) {
+        reader.cancel().catch(() => {});
+        throw failure;
       }
-      return undefined;
-    },
-    onError: (e) => {
-      failure = e;
-      try {
-        return toGatewayError(e, d).message;
-      } catch {
-        return 'The upstream stream broke off.';
-      }
-    },
-  });
-  // Read up to the first real chunk: a failing upstream then gets its status code instead of
-  // a 200 stream that carries an error.
-  const reader = uiStream.getReader();
-  const head: unknown[] = [];
-  for (;;) {
-    const n = await reader.read();
-    if (n.done) break;
-    head.push(n.value);
-    const t = (n.value as { type: string }).type;
-    if (t === 'error' && failure) {
-      timing.upstreamMs += performance.now() - t0;
-      d.clear();
-      reader.cancel().catch(() => {});
-      const ge = toGatewayError(failure, d);
-      await p.call.finish(ge.code === CLIENT_CLOSED ? 'aborted' : 'error', {}, ge.code);
-      throw ge;
+      if (type !== 'start' && type !== 'start-step') break;
     }
-    if (t !== 'start' && t !== 'start-step') break;
-  }
-  timing.upstreamMs += performance.now() - t0;
-  d.stopTimer();
+    d.stopTimer();
+    return { reader, head, d };
+  });
   let settled = false;
   const end = (aborted: boolean) => {
     if (settled) return;

@@ -8,11 +8,37 @@ import { GatewayError, isGatewayError } from '../../kernel/errors.ts';
 export class UpstreamStatusError extends Error {
   readonly status: number;
   readonly body: string;
-  constructor(status: number, body: string) {
+  /** The upstream's Retry-After (or retry-after-ms) header, when it sent one. */
+  readonly retryAfter: string | undefined;
+  constructor(status: number, body: string, retryAfter?: string) {
     super(`upstream answered ${status}`);
     this.status = status;
     this.body = body;
+    this.retryAfter = retryAfter;
   }
+}
+
+/** Milliseconds to wait from a Retry-After value (delta-seconds or an HTTP date), or undefined. */
+export function parseRetryAfter(v: string | null | undefined, ms?: string | null): number | undefined {
+  const m = Number(ms);
+  if (ms && Number.isFinite(m) && m >= 0) return m;
+  if (!v) return undefined;
+  const s = Number(v);
+  if (Number.isFinite(s) && s >= 0) return s * 1000;
+  const t = Date.parse(v);
+  return Number.isFinite(t) ? Math.max(0, t - Date.now()) : undefined;
+}
+
+/** The Retry-After of whatever an upstream call threw (a status error or the AI SDK's APICallError), in ms. */
+export function retryAfterOf(e: unknown): number | undefined {
+  for (let x: any = e, i = 0; x && i < 4; x = x.cause, i++) {
+    if (x instanceof UpstreamStatusError) return parseRetryAfter(x.retryAfter);
+    if (APICallError.isInstance(x)) {
+      const h = (x.responseHeaders ?? {}) as Record<string, string>;
+      return parseRetryAfter(h['retry-after'], h['retry-after-ms']);
+    }
+  }
+  return undefined;
 }
 
 /** An abort signal for one upstream call: the client's signal plus a deadline. */

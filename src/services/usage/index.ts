@@ -32,6 +32,8 @@ const toUsage = (r: Selectable<UsageTable>) => ({
   seconds: r.seconds,
   credits: r.credits,
   duration_ms: r.duration_ms,
+  upstream: r.upstream ?? null,
+  attempts: r.attempts ?? null,
   created_at: new Date(r.created_at).toISOString(),
 });
 

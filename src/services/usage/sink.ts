@@ -34,6 +34,7 @@ type Row = Omit<Selectable<UsageTable>, 'seq'>;
 const COLUMNS = [
   'usage_id', 'request_id', 'city_id', 'user_id', 'identity', 'model', 'mode', 'status', 'error_code',
   'input_tokens', 'output_tokens', 'cached_tokens', 'images', 'seconds', 'credits', 'duration_ms', 'created_at',
+  'upstream', 'attempts',
 ] as const satisfies readonly (keyof Row)[];
 /** Largest rows per INSERT on any dialect (bounds the statement text besides the parameter limit). */
 const MAX_ROWS_PER_INSERT = 256;
@@ -76,6 +77,8 @@ export function toRow(r: MeterRecord): Row {
     credits: int(r.credits),
     duration_ms: int(r.duration_ms),
     created_at: created,
+    upstream: r.upstream ?? null,
+    attempts: r.attempts === undefined ? null : int(r.attempts),
   };
 }
 

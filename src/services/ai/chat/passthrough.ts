@@ -9,11 +9,11 @@ import type { ActionContext } from '../../../kernel/service.ts';
 import { GatewayError } from '../../../kernel/errors.ts';
 import { streamingResponse } from '../../../kernel/http.ts';
 import type { Measured } from '../../../kernel/metering.ts';
-import { AiCall } from '../meter.ts';
-import { upstreamTimeoutMs, type Resolved } from '../resolve.ts';
-import { CLIENT_CLOSED, deadline, fromUpstreamStatus, toGatewayError } from '../upstream-errors.ts';
+import type { AiCall } from '../meter.ts';
+import type { Target } from '../routing/route.ts';
+import { CLIENT_CLOSED, toGatewayError, UpstreamStatusError, type Deadline } from '../upstream-errors.ts';
 import { relaySse, type ChatUsage } from './sse.ts';
-import { reservationFor, type ChatInput } from './input.ts';
+import type { ChatInput } from './input.ts';
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -43,17 +43,25 @@ function openaiErrorEvent(e: GatewayError): string {
   return `data: ${JSON.stringify(e.toJSON())}\n\n`;
 }
 
-export async function passthrough(ctx: ActionContext<ChatInput>, r: Resolved, url: string): Promise<Response> {
-  const { input, gateway: gw, timing } = ctx;
-  const raw = await ctx.rawBody();
-  const call = AiCall.start(gw, ctx.identity, r.model, 'compat', ctx.requestId);
-  await call.reserve(reservationFor(input, r.model, raw.byteLength));
-
+/**
+ * One attempt (see routing/route.ts): returns once the upstream answered — the whole JSON
+ * answer, or a stream's first chunk — and throws before that, so a failure is retried on
+ * another upstream. Once it returns, the client gets this upstream's answer.
+ */
+export async function passthroughAttempt(
+  ctx: ActionContext<ChatInput>,
+  call: AiCall,
+  raw: Uint8Array,
+  t: Target,
+  url: string,
+  d: Deadline,
+): Promise<() => Response> {
+  const { input, gateway: gw } = ctx;
   const stream = input.stream === true;
   const clientWantsUsage = input.stream_options?.include_usage === true;
   let body: Uint8Array | string = raw;
-  if (input.model !== r.model.upstream || input.city_id !== undefined || (stream && !clientWantsUsage && input.stream_options != null)) {
-    const copy: Record<string, unknown> = { ...input, model: r.model.upstream };
+  if (input.model !== t.upstreamModel || input.city_id !== undefined || (stream && !clientWantsUsage && input.stream_options != null)) {
+    const copy: Record<string, unknown> = { ...input, model: t.upstreamModel };
     delete copy.city_id; // citygate's, not the upstream's
     if (stream) copy.stream_options = { ...(input.stream_options ?? {}), include_usage: true };
     body = JSON.stringify(copy);
@@ -61,43 +69,21 @@ export async function passthrough(ctx: ActionContext<ChatInput>, r: Resolved, ur
     body = withUsageOption(raw);
   }
 
-  const d = deadline(ctx.signal, upstreamTimeoutMs(gw));
-  const t0 = performance.now();
-  const fail = async (e: unknown): Promise<never> => {
-    d.clear();
-    const ge = toGatewayError(e, d);
-    await call.finish(ge.code === CLIENT_CLOSED ? 'aborted' : 'error', {}, ge.code);
-    throw ge;
-  };
-  let res;
-  try {
-    res = await gw.http.request({
-      method: 'POST',
-      url,
-      headers: { 'content-type': 'application/json', accept: stream ? 'text/event-stream' : 'application/json', ...r.adapter.authHeaders(r.provider) },
-      body,
-      signal: d.signal,
-    });
-  } catch (e) {
-    timing.upstreamMs += performance.now() - t0;
-    return fail(e);
-  }
+  const res = await gw.http.request({
+    method: 'POST',
+    url,
+    headers: { 'content-type': 'application/json', accept: stream ? 'text/event-stream' : 'application/json', ...t.adapter.authHeaders(t.provider) },
+    body,
+    signal: d.signal,
+  });
 
   if (res.status >= 400 || !stream) {
-    let bytes: Uint8Array;
-    try {
-      bytes = await res.bytes();
-    } catch (e) {
-      timing.upstreamMs += performance.now() - t0;
-      return fail(e);
-    }
-    timing.upstreamMs += performance.now() - t0;
-    d.clear();
+    const bytes = await res.bytes();
     if (res.status >= 400) {
-      const ge = fromUpstreamStatus(res.status, dec.decode(bytes));
-      await call.finish('error', {}, ge.code);
-      throw ge;
+      const ms = res.header('retry-after-ms');
+      throw new UpstreamStatusError(res.status, dec.decode(bytes), ms ? String(Number(ms) / 1000) : (res.header('retry-after') ?? undefined));
     }
+    d.clear();
     let usage: ChatUsage | null = null;
     try {
       usage = (JSON.parse(dec.decode(bytes)) as { usage?: ChatUsage }).usage ?? null;
@@ -105,34 +91,50 @@ export async function passthrough(ctx: ActionContext<ChatInput>, r: Resolved, ur
       /* not JSON: forwarded as is, nothing measured */
     }
     gw.waitUntil(call.finish('ok', usageToMeasured(usage)));
-    return new Response(bytes as Uint8Array<ArrayBuffer>, { status: res.status, headers: { 'content-type': res.header('content-type') ?? 'application/json' } });
+    const type = res.header('content-type') ?? 'application/json';
+    return () => new Response(bytes as Uint8Array<ArrayBuffer>, { status: res.status, headers: { 'content-type': type } });
   }
 
-  timing.upstreamMs += performance.now() - t0;
+  // The first chunk is part of the attempt: an upstream that sends headers and then nothing
+  // (or breaks) before its first byte is still retried elsewhere.
+  const it = res.body[Symbol.asyncIterator]();
+  let first = await it.next();
+  while (!first.done && first.value.length === 0) first = await it.next();
+  if (first.done) throw new UpstreamStatusError(502, 'the upstream ended the stream before its first event');
   d.stopTimer();
-  const out = relaySse(res.body, {
-    strip: !clientWantsUsage,
-    errorEvent: (e) => openaiErrorEvent(toGatewayErrorSafe(e, d)),
-    onEnd({ usage, events, aborted, error }) {
-      d.clear();
-      const gone = aborted || ctx.signal.aborted;
-      if (usage) {
-        gw.waitUntil(call.finish(gone ? 'aborted' : error ? 'error' : 'ok', usageToMeasured(usage)));
-        return;
-      }
-      // Abort policy (no usage reported): charge what the upstream consumed as best known —
-      // the input at ~4 UTF-8 bytes per token and one output token per event relayed.
-      const estimate = { input_tokens: Math.ceil(raw.byteLength / 4), output_tokens: Math.max(0, events - 2) };
-      gw.waitUntil(call.finish(gone ? 'aborted' : error ? 'error' : 'ok', estimate, gone ? CLIENT_CLOSED : error ? 'upstream_stream_failed' : undefined));
+  const head = first.value;
+  const src: AsyncIterable<Uint8Array> = {
+    [Symbol.asyncIterator]() {
+      let sent = false;
+      return {
+        next: () => (sent ? it.next() : ((sent = true), Promise.resolve({ done: false, value: head }))),
+        return: (v?: unknown) => it.return?.(v) ?? Promise.resolve({ done: true, value: undefined }),
+      } as AsyncIterator<Uint8Array>;
     },
-  });
-  return streamingResponse(out, {
-    status: 200,
-    headers: { 'content-type': res.header('content-type') ?? 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' },
-  });
+  };
+  const type = res.header('content-type') ?? 'text/event-stream; charset=utf-8';
+  return () => {
+    const out = relaySse(src, {
+      strip: !clientWantsUsage,
+      errorEvent: (e) => openaiErrorEvent(toGatewayErrorSafe(e, d)),
+      onEnd({ usage, events, aborted, error }) {
+        d.clear();
+        const gone = aborted || ctx.signal.aborted;
+        if (usage) {
+          gw.waitUntil(call.finish(gone ? 'aborted' : error ? 'error' : 'ok', usageToMeasured(usage), gone ? CLIENT_CLOSED : error ? 'upstream_stream_failed' : undefined));
+          return;
+        }
+        // Abort and break policy (no usage reported): charge what the upstream consumed as best
+        // known — the input at ~4 UTF-8 bytes per token and one output token per event relayed.
+        const estimate = { input_tokens: Math.ceil(raw.byteLength / 4), output_tokens: Math.max(0, events - 2) };
+        gw.waitUntil(call.finish(gone ? 'aborted' : error ? 'error' : 'ok', estimate, gone ? CLIENT_CLOSED : error ? 'upstream_stream_failed' : undefined));
+      },
+    });
+    return streamingResponse(out, { status: 200, headers: { 'content-type': type, 'cache-control': 'no-cache' } });
+  };
 }
 
-function toGatewayErrorSafe(e: unknown, d: ReturnType<typeof deadline>): GatewayError {
+function toGatewayErrorSafe(e: unknown, d: Deadline): GatewayError {
   try {
     return toGatewayError(e, d);
   } catch {

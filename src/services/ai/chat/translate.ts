@@ -4,10 +4,10 @@
 import { generateText, jsonSchema, Output, streamText, type LanguageModelUsage, type ModelMessage, type ToolSet } from 'ai';
 import { badRequest, GatewayError } from '../../../kernel/errors.ts';
 import type { ActionContext } from '../../../kernel/service.ts';
-import { AiCall } from '../meter.ts';
-import { upstreamTimeoutMs, type Resolved } from '../resolve.ts';
-import { CLIENT_CLOSED, deadline, toGatewayError } from '../upstream-errors.ts';
-import { reservationFor, type ChatInput } from './input.ts';
+import type { AiCall } from '../meter.ts';
+import type { Target } from '../routing/route.ts';
+import { CLIENT_CLOSED, toGatewayError, type Deadline } from '../upstream-errors.ts';
+import type { ChatInput } from './input.ts';
 
 export function sdkUsage(u: LanguageModelUsage | undefined) {
   return {
@@ -119,25 +119,22 @@ const usageJson = (u: ReturnType<typeof sdkUsage>) => ({
   prompt_tokens_details: { cached_tokens: u.cached_tokens },
 });
 
-export async function translate(ctx: ActionContext<ChatInput>, r: Resolved): Promise<Response> {
-  const { input, gateway: gw, timing } = ctx;
-  const raw = await ctx.rawBody();
+/** One attempt (see routing/route.ts): returns once the answer, or a stream's first part, is in hand. */
+export async function translateAttempt(ctx: ActionContext<ChatInput>, call: AiCall, t: Target, d: Deadline): Promise<() => Response> {
+  const { input } = ctx;
   const opts = sdkOptions(input);
-  const call = AiCall.start(gw, ctx.identity, r.model, 'compat', ctx.requestId);
-  await call.reserve(reservationFor(input, r.model, raw.byteLength));
-  const model = r.adapter.languageModel(r.call, r.model.upstream);
+  const model = t.adapter.languageModel(t.call, t.upstreamModel);
   const id = `chatcmpl-${ctx.requestId}`;
   const created = Math.floor(Date.now() / 1000);
-  const d = deadline(ctx.signal, upstreamTimeoutMs(gw));
-  const t0 = performance.now();
 
   if (input.stream !== true) {
-    try {
-      const res = await generateText({ model, ...opts, abortSignal: d.signal });
-      const u = sdkUsage(res.totalUsage ?? res.usage);
-      await call.finish('ok', u);
-      const toolCalls = res.toolCalls.map((tc: any) => ({ id: tc.toolCallId, type: 'function', function: { name: tc.toolName, arguments: JSON.stringify(tc.input) } }));
-      return Response.json({
+    const res = await generateText({ model, ...opts, abortSignal: d.signal });
+    d.clear();
+    const u = sdkUsage(res.totalUsage ?? res.usage);
+    await call.finish('ok', u);
+    const toolCalls = res.toolCalls.map((tc: any) => ({ id: tc.toolCallId, type: 'function', function: { name: tc.toolName, arguments: JSON.stringify(tc.input) } }));
+    return () =>
+      Response.json({
         id,
         object: 'chat.completion',
         created,
@@ -151,14 +148,6 @@ export async function translate(ctx: ActionContext<ChatInput>, r: Resolved): Pro
         ],
         usage: usageJson(u),
       });
-    } catch (e) {
-      const ge = toGatewayError(e, d);
-      await call.finish(ge.code === CLIENT_CLOSED ? 'aborted' : 'error', {}, ge.code);
-      throw ge;
-    } finally {
-      timing.upstreamMs += performance.now() - t0;
-      d.clear();
-    }
   }
 
   const wantsUsage = input.stream_options?.include_usage === true;
@@ -167,23 +156,15 @@ export async function translate(ctx: ActionContext<ChatInput>, r: Resolved): Pro
     enc.encode(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: input.model, choices: [{ index: 0, delta, finish_reason: finish }], ...extra })}\n\n`);
   const result = streamText({ model, ...opts, abortSignal: d.signal });
   const it = (result.fullStream as AsyncIterable<any>)[Symbol.asyncIterator]();
-  // Wait for the upstream's first real part so that a failing upstream gets its status code
-  // (502, 504, 400) instead of a 200 stream that carries an error.
+  // Wait for the upstream's first real part so that a failing upstream is retried, or gets its
+  // status code (502, 504, 400), instead of a 200 stream that carries an error.
   const head: any[] = [];
-  try {
-    for (;;) {
-      const n = await it.next();
-      if (n.done) break;
-      if (n.value.type === 'error') throw n.value.error;
-      head.push(n.value);
-      if (n.value.type !== 'start' && n.value.type !== 'start-step') break;
-    }
-  } catch (e) {
-    timing.upstreamMs += performance.now() - t0;
-    d.clear();
-    const ge = toGatewayError(e, d);
-    await call.finish(ge.code === CLIENT_CLOSED ? 'aborted' : 'error', {}, ge.code);
-    throw ge;
+  for (;;) {
+    const n = await it.next();
+    if (n.done) break;
+    if (n.value.type === 'error') throw n.value.error;
+    head.push(n.value);
+    if (n.value.type !== 'start' && n.value.type !== 'start-step') break;
   }
   d.stopTimer();
   let tools = 0;
@@ -197,43 +178,44 @@ export async function translate(ctx: ActionContext<ChatInput>, r: Resolved): Pro
       yield n.value;
     }
   }
-  const body = new ReadableStream<Uint8Array>({
-    async start(controller) {
-      try {
-        controller.enqueue(chunk({ role: 'assistant', content: '' }));
-        for await (const p of parts()) {
-          if (p.type === 'text-delta' && p.text) controller.enqueue(chunk({ content: p.text }));
-          else if (p.type === 'tool-call') {
-            controller.enqueue(chunk({ tool_calls: [{ index: tools++, id: p.toolCallId, type: 'function', function: { name: p.toolName, arguments: JSON.stringify(p.input) } }] }));
-          } else if (p.type === 'finish') {
-            usage = sdkUsage(p.totalUsage);
-            finish = FINISH[p.finishReason] ?? 'stop';
-          } else if (p.type === 'error') throw p.error;
-        }
-        controller.enqueue(chunk({}, finish));
-        if (wantsUsage) controller.enqueue(enc.encode(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: input.model, choices: [], usage: usageJson(usage) })}\n\n`));
-        controller.enqueue(enc.encode('data: [DONE]\n\n'));
-        controller.close();
-        await call.finish('ok', usage);
-      } catch (e) {
-        let failed: GatewayError;
+  return () => {
+    const body = new ReadableStream<Uint8Array>({
+      async start(controller) {
         try {
-          failed = toGatewayError(e, d);
-        } catch {
-          failed = new GatewayError(502, 'upstream_stream_failed', 'The upstream stream broke off.');
-        }
-        await call.finish(failed.code === CLIENT_CLOSED ? 'aborted' : 'error', usage, failed.code);
-        try {
-          controller.enqueue(enc.encode(`data: ${JSON.stringify(failed.toJSON())}\n\n`));
+          controller.enqueue(chunk({ role: 'assistant', content: '' }));
+          for await (const p of parts()) {
+            if (p.type === 'text-delta' && p.text) controller.enqueue(chunk({ content: p.text }));
+            else if (p.type === 'tool-call') {
+              controller.enqueue(chunk({ tool_calls: [{ index: tools++, id: p.toolCallId, type: 'function', function: { name: p.toolName, arguments: JSON.stringify(p.input) } }] }));
+            } else if (p.type === 'finish') {
+              usage = sdkUsage(p.totalUsage);
+              finish = FINISH[p.finishReason] ?? 'stop';
+            } else if (p.type === 'error') throw p.error;
+          }
+          controller.enqueue(chunk({}, finish));
+          if (wantsUsage) controller.enqueue(enc.encode(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: input.model, choices: [], usage: usageJson(usage) })}\n\n`));
+          controller.enqueue(enc.encode('data: [DONE]\n\n'));
           controller.close();
-        } catch {
-          /* the client is gone */
+          await call.finish('ok', usage);
+        } catch (e) {
+          let failed: GatewayError;
+          try {
+            failed = toGatewayError(e, d);
+          } catch {
+            failed = new GatewayError(502, 'upstream_stream_failed', 'The upstream stream broke off.');
+          }
+          await call.finish(failed.code === CLIENT_CLOSED ? 'aborted' : 'error', usage, failed.code);
+          try {
+            controller.enqueue(enc.encode(`data: ${JSON.stringify(failed.toJSON())}\n\n`));
+            controller.close();
+          } catch {
+            /* the client is gone */
+          }
+        } finally {
+          d.clear();
         }
-      } finally {
-        d.clear();
-      }
-    },
-  });
-  timing.upstreamMs += performance.now() - t0;
-  return new Response(body, { headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' } });
+      },
+    });
+    return new Response(body, { headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' } });
+  };
 }

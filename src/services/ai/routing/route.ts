@@ -1,0 +1,204 @@
+// Routing one AI call: "call this model, with retries and fallbacks". Every endpoint hands
+// route() an attempt function that makes one upstream call against a Target and returns once
+// the call is committed (a JSON answer read, or a stream's first byte in hand); route() picks
+// the target, retries, keeps the circuit breakers and the metrics.
+//
+//   candidates: the enabled upstreams that serve the model (its env slot when its key is set,
+//               and every ai_upstreams row naming it), minus those cooling down;
+//   order:      lowest priority first; within a priority, a weighted random pick; upstreams not
+//               yet tried in this call before a second try of one;
+//   retry:      after a connection error, a timeout before the first byte, a 429 or a 5xx (and
+//               an upstream refusing its key: another upstream may hold a good one), up to
+//               AI_MAX_ATTEMPTS attempts (default 3), with jittered exponential backoff
+//               (AI_RETRY_BACKOFF_MS, default 100) or the upstream's Retry-After when the same
+//               upstream is tried again (waited for up to AI_RETRY_AFTER_MAX_MS, default 10 s);
+//   never:      after an input error (4xx), a client that went away, or once a stream's first
+//               byte went to the client (the attempt has returned by then).
+import type { GatewayContext } from '../../../kernel/context.ts';
+import { GatewayError } from '../../../kernel/errors.ts';
+import type { RequestTiming } from '../../../kernel/service.ts';
+import { metrics } from '../../../kernel/metrics.ts';
+import { adapters } from '../providers/index.ts';
+import type { ProviderAdapter, ProviderCall } from '../providers/types.ts';
+import type { ModelDef, ResolvedProvider } from '../registry.ts';
+import { upstreamTimeoutMs } from '../resolve.ts';
+import { registryOf } from '../state.ts';
+import { CLIENT_CLOSED, deadline, retryAfterOf, toGatewayError, type Deadline } from '../upstream-errors.ts';
+import { healthKey, healthOf } from './health.ts';
+import { builtinUpstream, upstreamTableOf, type Upstream } from './upstreams.ts';
+
+/** One upstream, ready to call for one model. */
+export interface Target {
+  upstream: Upstream;
+  /** The model id to send upstream. */
+  upstreamModel: string;
+  provider: ResolvedProvider;
+  adapter: ProviderAdapter;
+  call: ProviderCall;
+  timeoutMs: number;
+}
+
+/** Who learns which upstream served the call and after how many attempts (the meter). */
+export interface RouteObserver {
+  routed(upstream: string, attempts: number): void;
+}
+
+const RETRYABLE = new Set(['upstream_error', 'upstream_unavailable', 'upstream_timeout', 'upstream_rate_limited', 'upstream_auth_failed', 'upstream_stream_failed']);
+
+/** The enabled upstreams that serve this model now (cooling ones included). */
+export function candidatesOf(gw: GatewayContext, model: ModelDef): Upstream[] {
+  const out: Upstream[] = [];
+  const reg = registryOf(gw);
+  const slot = model.provider ? reg.providers.get(model.provider) : undefined;
+  if (slot && reg.missing(gw.env, model).length === 0) out.push(builtinUpstream(gw.env, slot, [model]));
+  for (const u of upstreamTableOf(gw).serving(model.id)) if (u.enabled) out.push(u);
+  return out;
+}
+
+export function targetOf(gw: GatewayContext, u: Upstream, model: ModelDef): Target {
+  const provider: ResolvedProvider = { slot: u.slot, apiKey: u.apiKey, baseUrl: u.baseUrl };
+  return {
+    upstream: u,
+    upstreamModel: u.models.get(model.id) ?? model.upstream,
+    provider,
+    adapter: adapters[u.kind],
+    call: { provider, http: gw.http },
+    timeoutMs: u.timeoutMs ?? upstreamTimeoutMs(gw),
+  };
+}
+
+function num(gw: GatewayContext, key: string, dflt: number, min: number, max: number): number {
+  const v = Number(gw.env.get(key));
+  return Number.isFinite(v) && v >= min ? Math.min(max, v) : dflt;
+}
+
+export const maxAttempts = (gw: GatewayContext) => Math.floor(num(gw, 'AI_MAX_ATTEMPTS', 3, 1, 10));
+
+/** Weighted random pick (weights ≥ 1). */
+function weighted(list: Upstream[]): Upstream {
+  let total = 0;
+  for (const u of list) total += u.weight;
+  let r = Math.random() * total;
+  for (const u of list) if ((r -= u.weight) < 0) return u;
+  return list[list.length - 1];
+}
+
+/** The next upstream to try: callable now, untried first, lowest priority, then by weight. */
+function pick(gw: GatewayContext, all: Upstream[], tried: Set<string>, model: string): Upstream | undefined {
+  const h = healthOf(gw);
+  const now = Date.now();
+  const open = all.filter((u) => h.callable(healthKey(u.id, model), now));
+  if (!open.length) return undefined;
+  const fresh = open.filter((u) => !tried.has(u.id));
+  const pool = fresh.length ? fresh : open;
+  let best = Infinity;
+  for (const u of pool) best = Math.min(best, u.priority);
+  return weighted(pool.filter((u) => u.priority === best));
+}
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    if (ms <= 0 || signal.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+
+export interface RouteOptions {
+  model: ModelDef;
+  /** The operation name for metrics (gen_ai.operation.name): chat, text_completion, image, … */
+  operation: string;
+  signal: AbortSignal;
+  timing?: RequestTiming;
+  observer?: RouteObserver;
+}
+
+/**
+ * Calls the model through its upstreams until one attempt succeeds. The attempt gets the target
+ * and a deadline (the client's signal plus the upstream's timeout, for the time before the first
+ * byte); on success it owns the deadline (stopTimer/clear it when the answer ends). Throws the
+ * last attempt's GatewayError when every attempt failed, or 503 when every upstream cools down.
+ */
+export async function route<T>(gw: GatewayContext, o: RouteOptions, attempt: (t: Target, d: Deadline) => Promise<T>): Promise<T> {
+  const all = candidatesOf(gw, o.model);
+  const h = healthOf(gw);
+  const m = metrics();
+  const max = maxAttempts(gw);
+  const backoffMs = num(gw, 'AI_RETRY_BACKOFF_MS', 100, 0, 60_000);
+  const retryAfterMax = num(gw, 'AI_RETRY_AFTER_MAX_MS', 10_000, 0, 600_000);
+  const tried = new Set<string>();
+  const key = (u: Upstream) => healthKey(u.id, o.model.id);
+  let last: GatewayError | undefined;
+  let lastId: string | undefined;
+  let retryAfter: number | undefined;
+  for (let n = 1; n <= max; n++) {
+    let u = pick(gw, all, tried, o.model.id);
+    if (!u && n > 1 && lastId) {
+      // Nothing callable now. When the one that failed asked to wait (Retry-After) a bounded
+      // time, or cools down for no longer than that, wait and try it again.
+      const soonest = all.reduce<Upstream | undefined>((a, b) => (!a || h.readyAt(key(b)) < h.readyAt(key(a)) ? b : a), undefined);
+      const wait = soonest ? h.readyAt(key(soonest)) - Date.now() : Infinity;
+      if (soonest && wait <= retryAfterMax) {
+        await timed(o, () => sleep(wait, o.signal));
+        u = pick(gw, all, tried, o.model.id);
+      }
+    } else if (u && n > 1) {
+      // jittered exponential backoff; Retry-After when trying the same upstream again
+      const base = Math.min(backoffMs * 2 ** (n - 2), 4000) * (0.5 + Math.random() / 2);
+      const wait = u.id === lastId && retryAfter !== undefined ? retryAfter : base;
+      if (wait > retryAfterMax) break;
+      await timed(o, () => sleep(wait, o.signal));
+    }
+    if (o.signal.aborted) throw new GatewayError(499, CLIENT_CLOSED, 'The client closed the request.');
+    if (!u) break;
+    tried.add(u.id);
+    lastId = u.id;
+    retryAfter = undefined;
+    const t = targetOf(gw, u, o.model);
+    h.begin(key(u));
+    const d = deadline(o.signal, t.timeoutMs);
+    o.observer?.routed(u.id, n);
+    const t0 = performance.now();
+    try {
+      const out = await attempt(t, d);
+      const s = (performance.now() - t0) / 1000;
+      if (o.timing) o.timing.upstreamMs += s * 1000;
+      h.success(key(u));
+      m.attempts.inc({ upstream: u.id, model: o.model.id, outcome: 'ok' });
+      m.upstreamDuration.observe({ gen_ai_operation_name: o.operation, gen_ai_request_model: o.model.id, upstream: u.id, error_type: '' }, s);
+      return out;
+    } catch (e) {
+      const s = (performance.now() - t0) / 1000;
+      if (o.timing) o.timing.upstreamMs += s * 1000;
+      d.clear();
+      const ge = toGatewayError(e, d); // not an upstream failure (a bug): thrown on as is
+      m.attempts.inc({ upstream: u.id, model: o.model.id, outcome: ge.code });
+      m.upstreamDuration.observe({ gen_ai_operation_name: o.operation, gen_ai_request_model: o.model.id, upstream: u.id, error_type: ge.code }, s);
+      last = ge;
+      if (!RETRYABLE.has(ge.code) || o.signal.aborted) {
+        h.release(key(u)); // no verdict on the upstream (input error, client gone)
+        throw ge;
+      }
+      retryAfter = retryAfterOf(e);
+      h.failure(key(u), ge.status === 429 ? retryAfter : undefined, u.id);
+      m.failures.inc({ upstream: u.id, reason: ge.code });
+      gw.log('warn', 'ai: upstream attempt failed', { upstream: u.id, model: o.model.id, attempt: n, code: ge.code });
+    }
+  }
+  if (last) throw last;
+  const soon = Math.min(...all.map((u) => h.readyAt(key(u))));
+  const secs = Number.isFinite(soon) ? Math.max(1, Math.ceil((soon - Date.now()) / 1000)) : 1;
+  throw new GatewayError(503, 'upstreams_cooling_down', `Every upstream of '${o.model.id}' is cooling down after failures; try again in ${secs} s.`, {
+    headers: { 'retry-after': String(secs) },
+  });
+}
+
+async function timed(o: RouteOptions, f: () => Promise<void>): Promise<void> {
+  const t0 = performance.now();
+  await f();
+  if (o.timing) o.timing.upstreamMs += performance.now() - t0;
+}

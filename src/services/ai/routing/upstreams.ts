@@ -1,0 +1,299 @@
+// Upstreams as data: the ai_upstreams table, its admin input schemas, and a per-process
+// snapshot that the hot path reads synchronously. A write through this process replaces the
+// snapshot at once; other processes and isolates reload it when it is older than
+// UPSTREAMS_TTL_MS (2 s), so a change reaches every process within about 2 s plus one query.
+//
+// The env slots (TEXTPROVIDER_*, OPENAI_*, ANTHROPIC_*, GOOGLE_*, and slots of
+// citygate.config.ts) are upstreams too: built-in ones, derived from the registry and the env
+// on every use, listed but not editable (change them with env/upsert).
+import { z } from 'zod';
+import type { GatewayContext } from '../../../kernel/context.ts';
+import { randomToken } from '../../../kernel/crypto.ts';
+import type { AiUpstreamsTable } from '../../../db/schema.ts';
+import type { ModelDef, ProviderKind, ProviderSlot } from '../registry.ts';
+import type { RuntimeEnv } from '../../../kernel/runtime-env.ts';
+
+export const UPSTREAMS_TTL_MS = 2000;
+export const KINDS = ['openai-compatible', 'openai', 'anthropic', 'google'] as const;
+
+const DEFAULT_BASE_URL: Record<ProviderKind, string | null> = {
+  'openai-compatible': null,
+  openai: 'https://api.openai.com/v1',
+  anthropic: 'https://api.anthropic.com/v1',
+  google: 'https://generativelanguage.googleapis.com/v1beta',
+};
+
+/** One upstream as routing sees it (a row of ai_upstreams, or a built-in env slot). */
+export interface Upstream {
+  id: string;
+  name: string;
+  kind: ProviderKind;
+  baseUrl: string;
+  apiKey: string;
+  /** catalog model id → the id sent upstream */
+  models: Map<string, string>;
+  weight: number;
+  priority: number;
+  enabled: boolean;
+  timeoutMs: number | null;
+  builtin: boolean;
+  /** The provider slot the adapters read (id, kind, passthrough). */
+  slot: ProviderSlot;
+  createdAt: number | null;
+  updatedAt: number | null;
+}
+
+// ---- input -----------------------------------------------------------------------------
+
+const httpUrl = z
+  .string()
+  .max(2048)
+  .refine((u) => /^https?:\/\//i.test(u) && URL.canParse(u), { message: 'must be an http(s) URL' });
+const modelId = z.string().trim().min(1).max(256);
+const modelRef = z.union([modelId, z.object({ id: modelId, upstream_model: modelId }).strict()]);
+
+export const upstreamFields = {
+  name: z.string().trim().min(1).max(128),
+  kind: z.enum(KINDS, { message: `must be one of: ${KINDS.join(', ')}` }),
+  base_url: httpUrl,
+  api_key: z.string().min(1).max(4096),
+  models: z.array(modelRef).min(1, { message: 'must name at least one model' }).max(1000),
+  weight: z.number().int().min(1).max(10_000),
+  priority: z.number().int().min(-1000).max(1000),
+  enabled: z.boolean(),
+  timeout_ms: z.number().int().min(100).max(600_000),
+};
+const f = upstreamFields;
+
+export const createInput = z
+  .object({
+    name: f.name,
+    kind: f.kind,
+    base_url: f.base_url.optional(),
+    api_key: f.api_key.optional(),
+    models: f.models,
+    weight: f.weight.default(1),
+    priority: f.priority.default(0),
+    enabled: f.enabled.default(true),
+    timeout_ms: f.timeout_ms.nullish(),
+  })
+  .strict();
+
+export const updateInput = z
+  .object({
+    upstream_id: z.string().min(1).max(64),
+    name: f.name.optional(),
+    kind: f.kind.optional(),
+    base_url: f.base_url.optional(),
+    api_key: f.api_key.nullish().describe('null removes the key'),
+    models: f.models.optional(),
+    weight: f.weight.optional(),
+    priority: f.priority.optional(),
+    enabled: f.enabled.optional(),
+    timeout_ms: f.timeout_ms.nullish(),
+  })
+  .strict();
+
+export type CreateInput = z.output<typeof createInput>;
+export type UpdateInput = z.output<typeof updateInput>;
+type ModelRef = z.output<typeof modelRef>;
+
+export function defaultBaseUrl(kind: ProviderKind): string | null {
+  return DEFAULT_BASE_URL[kind];
+}
+
+// ---- rows ------------------------------------------------------------------------------
+
+function modelsMap(refs: ModelRef[]): Map<string, string> {
+  const m = new Map<string, string>();
+  for (const r of refs) {
+    if (typeof r === 'string') m.set(r, r);
+    else m.set(r.id, r.upstream_model);
+  }
+  return m;
+}
+
+function fromRow(r: AiUpstreamsTable): Upstream {
+  let refs: ModelRef[] = [];
+  try {
+    refs = JSON.parse(r.models) as ModelRef[];
+  } catch {
+    /* a row written by hand: serves nothing */
+  }
+  const kind = (KINDS as readonly string[]).includes(r.kind) ? (r.kind as ProviderKind) : 'openai-compatible';
+  const baseUrl = r.base_url.replace(/\/+$/, '');
+  return {
+    id: r.upstream_id,
+    name: r.name,
+    kind,
+    baseUrl,
+    apiKey: r.api_key ?? '',
+    models: modelsMap(refs),
+    weight: Number(r.weight),
+    priority: Number(r.priority),
+    enabled: Number(r.enabled) === 1,
+    timeoutMs: r.timeout_ms === null ? null : Number(r.timeout_ms),
+    builtin: false,
+    slot: { id: r.upstream_id, kind, apiKeyEnv: '', defaultBaseUrl: baseUrl },
+    createdAt: Number(r.created_at),
+    updatedAt: Number(r.updated_at),
+  };
+}
+
+/** The admin's view: the key is write-only (whether it is set and its last 4 characters). */
+export function publicView(u: Upstream, state: Record<string, string>) {
+  return {
+    upstream_id: u.id,
+    name: u.name,
+    kind: u.kind,
+    base_url: u.baseUrl,
+    has_key: u.apiKey !== '',
+    key_last4: u.apiKey.length >= 12 ? u.apiKey.slice(-4) : null,
+    models: [...u.models].map(([id, up]) => (id === up ? id : { id, upstream_model: up })),
+    weight: u.weight,
+    priority: u.priority,
+    enabled: u.enabled,
+    timeout_ms: u.timeoutMs,
+    builtin: u.builtin,
+    state,
+    created_at: u.createdAt === null ? null : new Date(u.createdAt).toISOString(),
+    updated_at: u.updatedAt === null ? null : new Date(u.updatedAt).toISOString(),
+  };
+}
+
+// ---- the per-process snapshot ------------------------------------------------------------
+
+export class UpstreamTable {
+  readonly gw: GatewayContext;
+  #rows: Upstream[] = [];
+  #byModel = new Map<string, Upstream[]>();
+  #loadedAt = 0;
+  #loading: Promise<void> | null = null;
+
+  constructor(gw: GatewayContext) {
+    this.gw = gw;
+  }
+
+  get rows(): readonly Upstream[] {
+    return this.#rows;
+  }
+
+  /** Upstreams of the table that name this model (enabled or not). */
+  serving(modelId: string): readonly Upstream[] {
+    return this.#byModel.get(modelId) ?? [];
+  }
+
+  /** Model ids named by any upstream of the table. */
+  modelIds(): string[] {
+    return [...this.#byModel.keys()];
+  }
+
+  find(id: string): Upstream | undefined {
+    return this.#rows.find((u) => u.id === id);
+  }
+
+  async refresh(): Promise<void> {
+    this.#loading ??= (async () => {
+      try {
+        const rows = await this.gw.db.kysely.selectFrom('ai_upstreams').selectAll().orderBy('created_at').execute();
+        this.#set(rows.map(fromRow));
+      } finally {
+        this.#loading = null;
+      }
+    })();
+    return this.#loading;
+  }
+
+  /** Reloads when older than UPSTREAMS_TTL_MS (one small SELECT). */
+  async fresh(): Promise<void> {
+    if (Date.now() - this.#loadedAt > UPSTREAMS_TTL_MS) await this.refresh();
+  }
+
+  #set(rows: Upstream[]): void {
+    const byModel = new Map<string, Upstream[]>();
+    for (const u of rows) for (const id of u.models.keys()) byModel.set(id, [...(byModel.get(id) ?? []), u]);
+    this.#rows = rows;
+    this.#byModel = byModel;
+    this.#loadedAt = Date.now();
+  }
+
+  async create(input: CreateInput): Promise<Upstream> {
+    const t = Date.now();
+    const baseUrl = input.base_url ?? defaultBaseUrl(input.kind);
+    if (!baseUrl) throw Object.assign(new Error('base_url'), { field: 'base_url' });
+    const row: AiUpstreamsTable = {
+      upstream_id: `ups_${randomToken(9)}`,
+      name: input.name,
+      kind: input.kind,
+      base_url: baseUrl,
+      api_key: input.api_key ?? null,
+      models: JSON.stringify(input.models),
+      weight: input.weight,
+      priority: input.priority,
+      enabled: input.enabled ? 1 : 0,
+      timeout_ms: input.timeout_ms ?? null,
+      created_at: t,
+      updated_at: t,
+    };
+    await this.gw.db.kysely.insertInto('ai_upstreams').values(row).execute();
+    await this.refresh();
+    return fromRow(row);
+  }
+
+  /** Applies the given fields; undefined when there is no such upstream. */
+  async update(input: UpdateInput): Promise<Upstream | undefined> {
+    const set: Partial<AiUpstreamsTable> = { updated_at: Date.now() };
+    if (input.name !== undefined) set.name = input.name;
+    if (input.kind !== undefined) set.kind = input.kind;
+    if (input.base_url !== undefined) set.base_url = input.base_url;
+    if (input.api_key !== undefined) set.api_key = input.api_key;
+    if (input.models !== undefined) set.models = JSON.stringify(input.models);
+    if (input.weight !== undefined) set.weight = input.weight;
+    if (input.priority !== undefined) set.priority = input.priority;
+    if (input.enabled !== undefined) set.enabled = input.enabled ? 1 : 0;
+    if (input.timeout_ms !== undefined) set.timeout_ms = input.timeout_ms;
+    const r = await this.gw.db.kysely.updateTable('ai_upstreams').set(set).where('upstream_id', '=', input.upstream_id).executeTakeFirst();
+    await this.refresh();
+    return Number(r.numUpdatedRows) > 0 ? this.find(input.upstream_id) : undefined;
+  }
+
+  async remove(id: string): Promise<boolean> {
+    const r = await this.gw.db.kysely.deleteFrom('ai_upstreams').where('upstream_id', '=', id).executeTakeFirst();
+    await this.refresh();
+    return Number(r.numDeletedRows) > 0;
+  }
+}
+
+const tables = new WeakMap<GatewayContext, UpstreamTable>();
+
+export function upstreamTableOf(gw: GatewayContext): UpstreamTable {
+  let t = tables.get(gw);
+  if (!t) tables.set(gw, (t = new UpstreamTable(gw)));
+  return t;
+}
+
+// ---- built-in upstreams (env slots) ---------------------------------------------------------
+
+export const builtinId = (slotId: string) => `env:${slotId}`;
+
+/** The env slot of a registered model as an upstream (enabled when its key is set). */
+export function builtinUpstream(env: RuntimeEnv, slot: ProviderSlot, models: ModelDef[]): Upstream {
+  const baseUrl = ((slot.baseUrlEnv && env.get(slot.baseUrlEnv)) || slot.defaultBaseUrl).replace(/\/+$/, '');
+  const apiKey = env.get(slot.apiKeyEnv) ?? '';
+  return {
+    id: builtinId(slot.id),
+    name: slot.id,
+    kind: slot.kind,
+    baseUrl,
+    apiKey,
+    models: new Map(models.map((m) => [m.id, m.upstream])),
+    weight: 1,
+    priority: 0,
+    enabled: apiKey !== '',
+    timeoutMs: null,
+    builtin: true,
+    slot,
+    createdAt: null,
+    updatedAt: null,
+  };
+}
