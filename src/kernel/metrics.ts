@@ -5,7 +5,7 @@
 // short-lived isolates do not add up to anything meaningful.
 //
 // Names follow the OpenTelemetry semantic conventions where one fits (http.server.request.
-// duration, gen_ai.client.token.usage, gen_ai.client.operation.duration), in Prometheus form.
+// duration, gen_ai.client.operation.duration, gen_ai.* attribute names as labels), in Prometheus form.
 
 export type Labels = Record<string, string>;
 
@@ -32,8 +32,8 @@ export interface Metrics {
   cooldowns: Counter;
   /** gen_ai_client_operation_duration_seconds{gen_ai_operation_name, gen_ai_request_model, upstream, error_type} */
   upstreamDuration: Histogram;
-  /** gen_ai_client_token_usage{gen_ai_token_type, gen_ai_request_model, city}: tokens per call */
-  tokens: Histogram;
+  /** citygate_tokens_total{gen_ai_token_type, gen_ai_request_model, city} (a counter: OTel's gen_ai.client.token.usage is a per-call histogram) */
+  tokens: Counter;
   /** citygate_credits_total{city, model} */
   credits: Counter;
   /** The exposition text, or null where metrics are not kept. */

@@ -36,6 +36,11 @@
 //   stub-stream-slow  → chat: streams one chunk every opts.streamSlowMs (200 ms) for
 //                       opts.streamSlowChunks (20) content chunks "w1 w2 … w20"; without
 //                       stream: the same reply as JSON after chunks × streamSlowMs
+//
+// Whole-stub faults (stub.setFault), for routing tests with several stubs: every POST to /v1
+// then (for `times` requests, default all) answers `status` (OpenAI's error shape, with a
+// Retry-After when `retryAfter` is set), or hangs until the client goes away (`hang`), or —
+// chat streams only — sends its first event and then destroys the connection (`breakStream`).
 // Chat reply text and token counts: see openai-chat.ts (prompt_tokens = Σ (words + 3)).
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -84,6 +89,15 @@ export type OpenAIStubOptions = {
   record?: boolean;
 };
 
+export type StubFault = {
+  status?: number;
+  retryAfter?: string;
+  hang?: boolean;
+  breakStream?: boolean;
+  /** How many requests get the fault (default: all until cleared). */
+  times?: number;
+};
+
 export type RecordedRequest = {
   method: string;
   /** Path without the query string, e.g. "/v1/chat/completions". */
@@ -112,6 +126,10 @@ export type OpenAIStub = {
   readonly requestCount: number;
   /** Clears requests, counters, ids and videos. */
   reset(): void;
+  /** Makes every POST fail in a chosen way (null: healthy again). */
+  setFault(f: StubFault | null): void;
+  /** Requests that got the fault. */
+  readonly faulted: number;
   close(): Promise<void>;
 };
 
@@ -247,6 +265,8 @@ export async function startOpenAIStub(opts: OpenAIStubOptions = {}): Promise<Ope
   const videos = new Map<string, VideoJob>();
   let seq = 0;
   let disconnects = 0;
+  let fault: StubFault | null = null;
+  let faulted = 0;
   let origin = "";
 
   function onResponseClose(this: ServerResponse): void {
@@ -500,6 +520,27 @@ export async function startOpenAIStub(opts: OpenAIStubOptions = {}): Promise<Ope
       return sendRaw(ctx.res, 200, "image/png", PNG_BYTES, ctx.seq);
     }
     if (!path.startsWith("/v1/")) return sendError(ctx, invalidUrl(method, path));
+    if (fault && method === "POST" && (fault.times === undefined || fault.times > 0)) {
+      const f = fault;
+      if (f.times !== undefined) f.times--;
+      faulted++;
+      if (f.hang) {
+        await wait(ctx.res, 3_600_000);
+        return;
+      }
+      if (f.breakStream && path === "/v1/chat/completions" && (body as ChatRequest | undefined)?.stream === true) {
+        const events = streamEvents(planChat(body as ChatRequest, (body as ChatRequest).messages as ChatMessage[], ctx.seq), `chatcmpl-stub${ctx.seq}`, String((body as ChatRequest).model), Math.floor(Date.now() / 1000), false);
+        ctx.res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8" });
+        ctx.res.write(events[0]);
+        ctx.res.write(events[1]);
+        setTimeout(() => ctx.res.destroy(), 50);
+        return;
+      }
+      if (f.status) {
+        const err = openaiError(f.status, `stub fault ${f.status}`, f.status === 429 ? "requests" : "server_error", null, f.status === 429 ? "rate_limit_exceeded" : null);
+        return sendRaw(ctx.res, err.status, "application/json", err.body, ctx.seq, { ...err.headers, ...(f.retryAfter ? { "retry-after": f.retryAfter } : {}) });
+      }
+    }
 
     const auth = ctx.req.headers.authorization;
     if (auth !== expectedAuth) {
@@ -600,7 +641,14 @@ export async function startOpenAIStub(opts: OpenAIStubOptions = {}): Promise<Ope
     get requestCount() {
       return seq;
     },
+    setFault(f: StubFault | null) {
+      fault = f ? { ...f } : null;
+    },
+    get faulted() {
+      return faulted;
+    },
     reset() {
+      faulted = 0;
       requests.length = 0;
       videos.clear();
       seq = 0;

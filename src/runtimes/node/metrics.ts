@@ -12,8 +12,6 @@ const RES = 'citygate:metrics-res';
 
 const SECONDS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
 const OVERHEAD = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25];
-// OTel's recommended buckets for gen_ai.client.token.usage
-const TOKENS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864];
 
 export function promMetrics(): Metrics & { registry: client.Registry } {
   const registry = new client.Registry();
@@ -44,7 +42,7 @@ export function promMetrics(): Metrics & { registry: client.Registry } {
       ['gen_ai_operation_name', 'gen_ai_request_model', 'upstream', 'error_type'],
       SECONDS,
     ),
-    tokens: histogram('gen_ai_client_token_usage', 'Tokens per AI call by type, model and city', ['gen_ai_token_type', 'gen_ai_request_model', 'city'], TOKENS),
+    tokens: counter('citygate_tokens_total', 'Tokens of AI calls by type (input, output), model and city', ['gen_ai_token_type', 'gen_ai_request_model', 'city']),
     credits: counter('citygate_credits_total', 'Credits charged by city and model', ['city', 'model']),
     async render() {
       if (cluster.isWorker && process.send) return { contentType: registry.contentType, text: await fromPrimary() };

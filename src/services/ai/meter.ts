@@ -153,7 +153,7 @@ export class AiCall {
 function observeCall(r: MeterRecord): void {
   const m = metrics();
   const city = r.city_id ?? '';
-  if (r.input_tokens) m.tokens.observe({ gen_ai_token_type: 'input', gen_ai_request_model: r.model, city }, r.input_tokens);
-  if (r.output_tokens) m.tokens.observe({ gen_ai_token_type: 'output', gen_ai_request_model: r.model, city }, r.output_tokens);
+  if (r.input_tokens) m.tokens.inc({ gen_ai_token_type: 'input', gen_ai_request_model: r.model, city }, r.input_tokens);
+  if (r.output_tokens) m.tokens.inc({ gen_ai_token_type: 'output', gen_ai_request_model: r.model, city }, r.output_tokens);
   if (r.credits) m.credits.inc({ city, model: r.model }, r.credits);
 }
