@@ -1,0 +1,66 @@
+// /metrics with several worker processes (node:cluster): each worker counts its own requests,
+// and whichever worker answers GET /metrics answers the sum over all workers (prom-client's
+// AggregatorRegistry in the primary).
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { join, resolve } from 'node:path';
+import { after, before, test } from 'node:test';
+import parsePrometheusTextFormat from 'parse-prometheus-text-format';
+import { readAdminKey, tempDir } from '../helpers/gateway.ts';
+import { call } from '../helpers/http.ts';
+import { startOpenAIStub, type OpenAIStub } from '../stubs/openai.ts';
+
+const SCRIPT = resolve(import.meta.dirname, '../helpers/cluster-serve.ts');
+let stub: OpenAIStub;
+let child: ReturnType<typeof spawn>;
+let url = '';
+let adminKey = '';
+let err = '';
+
+before(async () => {
+  stub = await startOpenAIStub();
+  const dir = tempDir('citygate-cluster-');
+  const dbPath = join(dir, 'citygate.sqlite');
+  child = spawn(process.execPath, [SCRIPT], {
+    cwd: dir,
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, HOST: '127.0.0.1', PORT: '0', DATABASE_PATH: dbPath, TEST_WORKERS: '2', TEXTPROVIDER_API_KEY: 'sk-stub', TEXTPROVIDER_BASE_URL: stub.url, TEXTPROVIDER_MODELS: 'stub-model' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  process.once('exit', () => child.kill('SIGKILL'));
+  child.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
+  child.stdout!.resume();
+  await new Promise<void>((res, rej) => {
+    const timer = setTimeout(() => rej(new Error(`cluster did not start:\n${err}`)), 30_000);
+    const check = () => {
+      const urls = [...err.matchAll(/worker \d+ listening on (http:\/\/\S+)/g)].map((m) => m[1]);
+      if (urls.length >= 2) {
+        clearTimeout(timer);
+        url = urls[0];
+        res();
+      }
+    };
+    child.stderr!.on('data', check);
+  });
+  adminKey = readAdminKey(dbPath);
+});
+after(async () => {
+  if (child && child.exitCode === null) await new Promise((r) => (child.once('exit', r), child.kill('SIGTERM')));
+  await stub?.close();
+});
+
+test('two workers: every scrape (from either worker) counts the requests both workers served', async () => {
+  const N = 40;
+  const results = await Promise.all(
+    Array.from({ length: N }, () => call(url, 'POST', '/v1/ai/chat/completions', { token: adminKey, body: { model: 'stub-model', messages: [{ role: 'user', content: 'hi' }] } })),
+  );
+  assert.deepEqual(results.map((r) => r.status), Array(N).fill(200));
+  for (let i = 0; i < 4; i++) {
+    const r = await call(url, 'GET', '/metrics', { token: adminKey });
+    assert.equal(r.status, 200, r.text);
+    const fam = parsePrometheusTextFormat(r.text).find((f) => f.name === 'citygate_http_requests_total')!;
+    const chat = fam.metrics.filter((m) => m.labels?.route === '/v1/ai/chat/completions' && m.labels?.status === '200').reduce((a, m) => a + Number(m.value), 0);
+    assert.equal(chat, N, `scrape ${i}: ${chat} of ${N} chat requests counted`);
+    const attempts = parsePrometheusTextFormat(r.text).find((f) => f.name === 'citygate_upstream_attempts_total')!;
+    assert.equal(attempts.metrics.filter((m) => m.labels?.outcome === 'ok').reduce((a, m) => a + Number(m.value), 0), N);
+  }
+});
