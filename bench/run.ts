@@ -3,7 +3,7 @@
 //
 // Env: BENCH_DURATION (s per case, default 10), BENCH_CONNECTIONS (default 50),
 //      BENCH_WARMUP (s of unrecorded load before each case, default 2),
-//      BENCH_TARGETS (default "direct,citygate,citygate-free,portkey"; citygate is charged), BENCH_MODES (default "json,stream"),
+//      BENCH_TARGETS (default "direct,citygate,citygate-free,citygate-3up,portkey"; citygate is charged), BENCH_MODES (default "json,stream"),
 //      BENCH_MODEL (default "gpt-4o-mini"), BENCH_PORTKEY_PRELOAD=0 (no streaming workaround).
 import { rmSync } from "node:fs";
 import { cpus, totalmem } from "node:os";

@@ -133,10 +133,12 @@ export async function readAdminKeyFromDb(databasePath: string): Promise<string |
   }
 }
 
-function citygateTarget(name: string, charged: boolean): Target {
+function citygateTarget(name: string, charged: boolean, upstreams = 1): Target {
   return {
     name,
-    description: charged ? "citygate → stub, priced model, funded user (billing on)" : "citygate → stub, unpriced model (no billing)",
+    description:
+      (charged ? "citygate → stub, priced model, funded user (billing on)" : "citygate → stub, unpriced model (no billing)") +
+      (upstreams > 1 ? `, ${upstreams} upstreams for the model (routing picks by weight)` : ""),
     async start({ stub, model }) {
       if (!existsSync(CITYGATE_ENTRY)) {
         return { skipped: "src/cli/main.ts does not exist yet; the citygate target is a hook in bench/targets.ts" };
@@ -178,6 +180,10 @@ function citygateTarget(name: string, charged: boolean): Target {
           adminKey = fromDb;
           session = await citygateSetup(origin, adminKey, charged);
         }
+        // More upstreams for the same model (the env slot is the first): the same stub, no failures.
+        for (let i = 1; i < upstreams; i++) {
+          await postJson(`${origin}/v1/ai/upstreams/create`, adminKey, { name: `bench-${i}`, kind: "openai-compatible", base_url: stub.url, api_key: stub.apiKey, models: [model] });
+        }
         return {
           name,
           chatUrl: origin + CITYGATE_CHAT_PATH,
@@ -198,6 +204,8 @@ function citygateTarget(name: string, charged: boolean): Target {
 
 export const citygate = citygateTarget("citygate", true);
 export const citygateFree = citygateTarget("citygate-free", false);
+/** citygate with three upstreams for the model: what routing costs when nothing fails. */
+export const citygate3 = citygateTarget("citygate-3up", true, 3);
 
 // ---- (c) Portkey's open-source gateway ---------------------------------------------------
 //
@@ -247,7 +255,7 @@ export const portkey: Target = {
   },
 };
 
-export const TARGETS: Target[] = [direct, citygate, citygateFree, portkey];
+export const TARGETS: Target[] = [direct, citygate, citygateFree, citygate3, portkey];
 
 async function getJson<T>(url: string, bearer: string): Promise<T> {
   const res = await fetch(url, { headers: { authorization: `Bearer ${bearer}` } });
