@@ -275,6 +275,44 @@ describe('routing', () => {
   });
 });
 
+describe('every endpoint routes', () => {
+  test('text, stream (AI SDK), tts, asr and image jobs fall back from a failing upstream to a healthy one', async () => {
+    reset();
+    stubs[0].setFault({ status: 500 });
+    const chatA = await addUpstream(0, ['every-chat'], { priority: 0 });
+    const chatB = await addUpstream(1, ['every-chat'], { priority: 1 });
+    const media = ['openai/tts-1', 'openai/whisper-1', 'openai/gpt-image-1'];
+    const mediaA = (await adminPost('/v1/ai/upstreams/create', { name: 'media-a', kind: 'openai', base_url: stubs[0].url, api_key: KEYS[0], models: media, priority: 0 })).body.upstream_id;
+    const mediaB = (await adminPost('/v1/ai/upstreams/create', { name: 'media-b', kind: 'openai', base_url: stubs[1].url, api_key: KEYS[1], models: media, priority: 1 })).body.upstream_id;
+    const u = client(gw.url, user);
+    const t = await u.post('/v1/ai/text', { model: 'every-chat', prompt: 'one two' });
+    assert.equal(t.status, 200, t.text);
+    const s = await call(gw.url, 'POST', '/v1/ai/stream', { token: user, body: { model: 'every-chat', prompt: 'one two' } });
+    assert.equal(s.status, 200, s.text);
+    assert.match(s.text, /"type":"text-delta"/);
+    const tts = await fetch(`${gw.url}/v1/ai/tts`, { method: 'POST', headers: { authorization: `Bearer ${user}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'openai/tts-1', text: 'hello' }) });
+    assert.equal(tts.status, 200);
+    assert.ok((await tts.arrayBuffer()).byteLength > 0);
+    const asr = await u.post('/v1/ai/asr', { model: 'openai/whisper-1', audio: Buffer.alloc(3200, 1).toString('base64') });
+    assert.equal(asr.status, 200, asr.text);
+    assert.match(asr.body.text, /stub transcript/);
+    const job = await u.post('/v1/ai/image/create', { model: 'openai/gpt-image-1', prompt: 'a fox' });
+    assert.equal(job.status, 200, job.text);
+    const done = await until('the image job', async () => {
+      const r = await u.post('/v1/ai/image/result', { job_id: job.body.job_id });
+      return r.body.status === 'succeeded' || r.body.status === 'failed' ? r.body : null;
+    });
+    assert.equal(done.status, 'succeeded', JSON.stringify(done));
+    for (const [model, mode, up] of [['every-chat', 'text', chatB], ['every-chat', 'stream', chatB], ['openai/tts-1', 'tts', mediaB], ['openai/whisper-1', 'asr', mediaB], ['openai/gpt-image-1', 'image', mediaB]]) {
+      const recs = (await usageOf(model, 1)).filter((r) => r.mode === mode);
+      assert.equal(recs.length, 1, `${mode}: one record`);
+      assert.deepEqual([recs[0].status, recs[0].upstream, recs[0].attempts], ['ok', up, 2], `${mode} fell back`);
+    }
+    assert.equal(stubs[0].faulted, 5, 'each endpoint tried the failing upstream once');
+    for (const id of [chatA, chatB, mediaA, mediaB]) await adminPost('/v1/ai/upstreams/remove', { upstream_id: id });
+  });
+});
+
 describe('after all calls', () => {
   test('upstream keys never appear in any response, log line or list', async () => {
     const models = await admin.get('/v1/ai/models');
