@@ -29,7 +29,17 @@ export interface UpstreamHttp {
 }
 
 /** The runtime-neutral client: the platform's fetch (Workers, tests, any runtime). */
-export function fetchHttp(f: typeof fetch = (...a) => fetch(...a)): UpstreamHttp {
+export function fetchHttp(raw: typeof fetch = (...a) => fetch(...a)): UpstreamHttp {
+  // A connection failure is a TypeError('fetch failed') in Node and browsers, but workerd throws
+  // plain Errors ("Network connection lost."): make them all the TypeError callers recognise.
+  const f: typeof fetch = async (input, init) => {
+    try {
+      return await raw(input, init);
+    } catch (e) {
+      if ((e as { name?: string })?.name === 'AbortError' || (e as { name?: string })?.name === 'TimeoutError' || init?.signal?.aborted || e instanceof TypeError) throw e;
+      throw new TypeError('fetch failed', { cause: e });
+    }
+  };
   return {
     fetch: f,
     async request(r) {

@@ -149,6 +149,30 @@ describe('Worker in workerd (Miniflare, local D1/Queues/R2)', () => {
       assert.ok(a.body.items.every((m: object) => 'env_requirements' in m));
     });
 
+    test('upstreams as data on D1: a created upstream serves its model, failures fall back, usage names upstream and attempts; /metrics is 501', async () => {
+      const admin = client(w.url, adminKey);
+      const bad = await admin.post('/v1/ai/upstreams/create', { name: 'edge-bad', kind: 'openai-compatible', base_url: 'http://127.0.0.1:9/v1', api_key: 'sk-edge-secret-0000', models: ['edge-routed'], priority: 0 });
+      assert.equal(bad.status, 200, bad.text + w.logs().split('\n').filter((l) => l.includes('error')).slice(-3).join('\n'));
+      const good = await admin.post('/v1/ai/upstreams/create', { name: 'edge-good', kind: 'openai-compatible', base_url: stub.url, api_key: 'sk-stub', models: [{ id: 'edge-routed', upstream_model: 'stub-model' }], priority: 1 });
+      assert.equal(good.status, 200, good.text);
+      const list = await call(w.url, 'GET', '/v1/ai/upstreams/list', { token: adminKey });
+      assert.equal(list.status, 200);
+      assert.ok(!list.text.includes('sk-edge-secret'), 'the key is write-only');
+      const r = await call(w.url, 'POST', '/v1/ai/chat/completions', { token: alice, body: { model: 'edge-routed', messages: [{ role: 'user', content: 'via d1' }] } });
+      assert.equal(r.status, 200, r.text + w.logs().split('\n').filter((l) => l.includes('error')).slice(-3).join('\n'));
+      assert.equal(r.body.choices[0].message.content, 'Hello from stub: via d1');
+      const rec = await until('the usage record', async () => {
+        const u = await call(w.url, 'GET', '/v1/usage/list?model=edge-routed', { token: adminKey });
+        return u.body.items?.[0];
+      });
+      assert.deepEqual([rec.upstream, rec.attempts], [good.body.upstream_id, 2]);
+      const forbidden = await call(w.url, 'GET', '/v1/ai/upstreams/list', { token: alice });
+      assert.equal(forbidden.status, 403);
+      const m = await call(w.url, 'GET', '/metrics', { token: adminKey });
+      assert.equal(m.status, 501);
+      assert.equal(errorOf(m).code, 'metrics_not_supported');
+    });
+
     test('an image job completes through the local queue; the file is served from R2 through the gateway', async () => {
       const u = client(w.url, alice);
       const created = await u.post('/v1/ai/image/create', { model: 'openai/gpt-image-1', prompt: 'a cat' });
