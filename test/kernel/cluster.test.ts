@@ -1,6 +1,7 @@
-// /metrics with several worker processes (node:cluster): each worker counts its own requests,
-// and whichever worker answers GET /metrics answers the sum over all workers (prom-client's
-// AggregatorRegistry in the primary).
+// Several worker processes (node:cluster) on one database: /metrics — each worker counts its
+// own requests, and whichever worker answers GET /metrics answers the sum over all workers
+// (prom-client's AggregatorRegistry in the primary); and an upstream created or removed
+// through one worker is used (or no longer used) by every worker within 3 s.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { join, resolve } from 'node:path';
@@ -63,4 +64,31 @@ test('two workers: every scrape (from either worker) counts the requests both wo
     const attempts = parsePrometheusTextFormat(r.text).find((f) => f.name === 'citygate_upstream_attempts_total')!;
     assert.equal(attempts.metrics.filter((m) => m.labels?.outcome === 'ok').reduce((a, m) => a + Number(m.value), 0), N);
   }
+});
+
+test('an upstream created through one worker serves on every worker within 3 s; once removed, no worker calls it after 3 s', async () => {
+  const created = await call(url, 'POST', '/v1/ai/upstreams/create', { token: adminKey, body: { name: 'shared', kind: 'openai-compatible', base_url: stub.url, api_key: 'sk-stub', models: [{ id: 'cluster-model', upstream_model: 'stub-model' }] } });
+  assert.equal(created.status, 200, created.text);
+  const t0 = Date.now();
+  const chat = () => call(url, 'POST', '/v1/ai/chat/completions', { token: adminKey, body: { model: 'cluster-model', messages: [{ role: 'user', content: 'hi' }] } });
+  let lastMiss = 0;
+  for (let ok = 0; ok < 20; ) {
+    const r = await chat();
+    if (r.status === 200) ok++;
+    else {
+      assert.equal(r.status, 404, r.text);
+      lastMiss = Date.now() - t0;
+      ok = 0;
+    }
+    assert.ok(Date.now() - t0 < 6000, 'every worker serves the new upstream');
+  }
+  assert.ok(lastMiss < 3000, `a worker still did not know the upstream ${lastMiss} ms after it was created`);
+  const removed = await call(url, 'POST', '/v1/ai/upstreams/remove', { token: adminKey, body: { upstream_id: created.body.upstream_id } });
+  assert.equal(removed.status, 200);
+  const t1 = Date.now();
+  await new Promise((r) => setTimeout(r, 3000 - (Date.now() - t1)));
+  const before = stub.requestCount;
+  const after = await Promise.all(Array.from({ length: 10 }, chat));
+  assert.deepEqual(after.map((r) => r.status), Array(10).fill(404));
+  assert.equal(stub.requestCount, before, 'no worker called the removed upstream');
 });
