@@ -175,7 +175,13 @@ export async function route<T>(gw: GatewayContext, o: RouteOptions, attempt: (t:
       const s = (performance.now() - t0) / 1000;
       if (o.timing) o.timing.upstreamMs += s * 1000;
       d.clear();
-      const ge = toGatewayError(e, d); // not an upstream failure (a bug): thrown on as is
+      let ge: GatewayError;
+      try {
+        ge = toGatewayError(e, d);
+      } catch (bug) {
+        h.release(key(u)); // not an upstream failure but a bug: thrown on as is
+        throw bug;
+      }
       m.attempts.inc({ upstream: u.id, model: o.model.id, outcome: ge.code });
       m.upstreamDuration.observe({ gen_ai_operation_name: o.operation, gen_ai_request_model: o.model.id, upstream: u.id, error_type: ge.code }, s);
       last = ge;
