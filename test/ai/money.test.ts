@@ -190,3 +190,70 @@ describe('an upstream that reports no usage', () => {
     assert.equal(rec.estimated, false);
   });
 });
+
+describe('hold sizing: the hold covers the measured cost, or the call is refused up front', () => {
+  // Output only, 1 credit per token: the hold is exactly the output-token worst case.
+  before(async () => {
+    const r = await w.admin.post('/v1/env/upsert', { key: 'MODEL_PRICES', value: JSON.stringify({ 'stub-model': { output_per_mtok: 1_000_000 } }) });
+    assert.equal(r.status, 200);
+  });
+  /** A user whose balance is exactly `credits`. */
+  async function userWith(userId: string, credits: number) {
+    const t = await tokenFor(w.admin, 'holds', userId);
+    const have = await balance(t);
+    const r = await w.admin.post('/v1/balance/adjust', { city_id: 'holds', user_id: userId, credits: credits - have, reason: 'test', idempotency_key: `set-${userId}` });
+    assert.equal(r.status, 200, r.text);
+    return t;
+  }
+  const chats = () => w.stub.requests.filter((r) => r.path === '/v1/chat/completions').length;
+  // The stub's reply: "Hello from stub: <the 8 words>" = 11 words, cut to the token limit, × n.
+  const EIGHT = 'one two three four five six seven eight';
+
+  test('n: held for every choice — 3 × 10 tokens', async () => {
+    const body = { model: 'stub-model', n: 3, max_tokens: 10, messages: [{ role: 'user', content: EIGHT }] };
+    const short = await userWith('n-short', 29);
+    const before = chats();
+    const r = await client(w.gw.url, short).post('/v1/ai/chat/completions', body);
+    assert.equal(r.status, 402, r.text);
+    assert.match(errorOf(r).message, /up to 30 credits/);
+    assert.equal(chats(), before, 'the upstream was not called');
+    assert.equal(await balance(short), 29);
+    const enough = await userWith('n-enough', 30);
+    const ok = await client(w.gw.url, enough).post('/v1/ai/chat/completions', body);
+    assert.equal(ok.status, 200, ok.text);
+    assert.equal(ok.body.usage.completion_tokens, 30);
+    assert.equal(await balance(enough), 0, 'charged the full measured cost');
+  });
+
+  test('max_completion_tokens is the limit the hold uses, whatever max_tokens says', async () => {
+    const body = { model: 'stub-model', max_tokens: 1, max_completion_tokens: 10, messages: [{ role: 'user', content: EIGHT }] };
+    const short = await userWith('mct-short', 9);
+    const before = chats();
+    const r = await client(w.gw.url, short).post('/v1/ai/chat/completions', body);
+    assert.equal(r.status, 402, r.text);
+    assert.equal(chats(), before, 'the upstream was not called');
+    const enough = await userWith('mct-enough', 10);
+    const ok = await client(w.gw.url, enough).post('/v1/ai/chat/completions', body);
+    assert.equal(ok.status, 200, ok.text);
+    assert.equal(ok.body.usage.completion_tokens, 10);
+    assert.equal(await balance(enough), 0, 'charged the full measured cost');
+  });
+
+  test('no token limit: held for the documented default worst case (8,192 output tokens)', async () => {
+    const body = { model: 'stub-model', messages: [{ role: 'user', content: EIGHT }] };
+    const short = await userWith('default-short', 8191);
+    const before = chats();
+    const r = await client(w.gw.url, short).post('/v1/ai/chat/completions', body);
+    assert.equal(r.status, 402, r.text);
+    assert.match(errorOf(r).message, /up to 8192 credits/);
+    const t = await client(w.gw.url, short).post('/v1/ai/text', { model: 'stub-model', prompt: EIGHT });
+    assert.equal(t.status, 402, t.text);
+    assert.match(errorOf(t).message, /up to 8192 credits/);
+    assert.equal(chats(), before, 'the upstream was not called');
+    const enough = await userWith('default-enough', 8192);
+    const ok = await client(w.gw.url, enough).post('/v1/ai/chat/completions', body);
+    assert.equal(ok.status, 200, ok.text);
+    assert.equal(ok.body.usage.completion_tokens, 11);
+    assert.equal(await balance(enough), 8192 - 11, 'charged the measured cost, the rest returned');
+  });
+});

@@ -7,7 +7,7 @@ import { badRequest } from '../../kernel/errors.ts';
 import type { ActionContext } from '../../kernel/service.ts';
 import { sdkUsage, toModelMessages, usageReported } from './chat/translate.ts';
 import { AiCall, byteLength, estimateFromText, tokenBound } from './meter.ts';
-import { DEFAULT_MAX_OUTPUT_TOKENS } from './registry.ts';
+import { maxOutputOf } from './registry.ts';
 import { resolveModel, upstreamTimeoutMs } from './resolve.ts';
 import { CLIENT_CLOSED, deadline, toGatewayError } from './upstream-errors.ts';
 
@@ -47,7 +47,7 @@ function prepare(ctx: ActionContext<TextInput>, mode: 'text' | 'stream') {
   const r = resolveModel(gw, ctx.identity, input.model, mode);
   const call = AiCall.start(gw, ctx.identity, r.model, mode, ctx.requestId);
   const inputBound = tokenBound(JSON.stringify([input.system ?? '', input.prompt ?? '', input.messages ?? []]));
-  const maxOut = input.max_tokens ?? r.model.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS;
+  const maxOut = maxOutputOf(r.model, input.max_tokens);
   return { r, call, inputBound, maxOut, model: r.adapter.languageModel(r.call, r.model.upstream) };
 }
 
