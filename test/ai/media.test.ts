@@ -264,6 +264,15 @@ describe('media money', () => {
     const rec = await onlyRecord(p.u);
     assert.deepEqual([rec.mode, rec.status, rec.seconds, rec.credits], ['video', 'ok', 4, 400_000]);
 
+    // no seconds given: held for the default 4 s, and the upstream is asked for exactly those
+    const d = await userWith('default-director', 400_000);
+    const c2 = await d.u.post('/v1/ai/video', { model: 'stub-video', prompt: 'default length' });
+    assert.equal(c2.status, 200, c2.text);
+    assert.equal((await waitJob(d.u, '/v1/ai/video', c2.body.job_id)).status, 'succeeded');
+    const sent = w.stub.requests.filter((r) => r.path === '/v1/videos' && (r.body as any)?.prompt === 'default length');
+    assert.deepEqual(sent.map((r) => (r.body as any).seconds), ['4']);
+    await until('the charge', async () => (await d.balance()) === 0, 30_000);
+
     const poor = await userWith('poor-director', 399_999);
     const before = upstreamCalls('/v1/videos');
     const r = await poor.u.post('/v1/ai/video', { model: 'stub-video', prompt: 'waves', seconds: 4 });
