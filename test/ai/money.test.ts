@@ -9,11 +9,11 @@ import { RICH_USERS, startAiWorld, tokenFor, type AiWorld } from './setup.ts';
 
 let w: AiWorld;
 before(async () => {
-  // stub-stream-slow sends a chunk every 400 ms: an abort lands between two chunks, so what was
+  // stub-stream-slow sends a chunk every second: an abort lands between two chunks, so what was
   // relayed before it is known exactly.
   w = await startAiWorld({
-    env: { ...RICH_USERS, TEXTPROVIDER_MODELS: 'stub-model,stub-500,stub-400,stub-slow,stub-stream-slow,stub-no-usage,aliased=stub-model' },
-    stub: { streamSlowMs: 400 },
+    env: { ...RICH_USERS, AI_UPSTREAM_TIMEOUT_MS: '30000', TEXTPROVIDER_MODELS: 'stub-model,stub-500,stub-400,stub-slow,stub-stream-slow,stub-no-usage,aliased=stub-model' },
+    stub: { streamSlowMs: 1000 },
   });
   // 1 credit per input token, 2 per output token
   const r = await w.admin.post('/v1/env/upsert', { key: 'MODEL_PRICES', value: JSON.stringify({ 'stub-model': { input_per_mtok: 1_000_000, output_per_mtok: 2_000_000 }, 'stub-500': { per_request: 7 } }) });
@@ -105,7 +105,7 @@ describe('charging AI calls', () => {
     await w.admin.post('/v1/env/upsert', { key: 'MODEL_PRICES', value: JSON.stringify({ 'stub-stream-slow': { input_per_mtok: 1_000_000, output_per_mtok: 1_000_000 } }) });
     const t = await tokenFor(w.admin, 'money-4', 'quitter');
     const b0 = await balance(t);
-    // The upstream sends the role chunk, then "w1", " w2", … one every 400 ms; abort after w3.
+    // The upstream sends the role chunk, then "w1", " w2", … one a second; abort after w3.
     const raw = await abortAfter(t, '/v1/ai/chat/completions', { model: 'stub-stream-slow', stream: true, max_tokens: 1000, messages: [{ role: 'user', content: 'go' }] }, (x) => x.includes('"w3"') || x.includes('" w3"'));
     const recs = await records(t, 1);
     assert.equal(recs[0].status, 'aborted');
