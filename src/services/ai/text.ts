@@ -5,9 +5,9 @@ import { z } from 'zod';
 import { newId } from '../../kernel/crypto.ts';
 import { badRequest } from '../../kernel/errors.ts';
 import type { ActionContext } from '../../kernel/service.ts';
-import { sdkUsage, toModelMessages } from './chat/translate.ts';
-import { AiCall, tokenBound } from './meter.ts';
-import { maxOutputOf } from './catalog.ts';
+import { sdkUsage, toModelMessages, usageReported } from './chat/translate.ts';
+import { AiCall, byteLength, estimateFromText, tokenBound } from './meter.ts';
+import { maxOutputOf } from './registry.ts';
 import { resolveModel } from './resolve.ts';
 import { route, type Target } from './routing/route.ts';
 import { CLIENT_CLOSED, toGatewayError, type Deadline } from './upstream-errors.ts';
@@ -48,7 +48,7 @@ async function prepare(ctx: ActionContext<TextInput>, mode: 'text' | 'stream') {
   const r = await resolveModel(gw, ctx.identity, input.model, mode);
   const call = AiCall.start(gw, ctx.identity, r.model, mode, ctx.requestId);
   const inputBound = tokenBound(JSON.stringify([input.system ?? '', input.prompt ?? '', input.messages ?? []]));
-  const maxOut = input.max_tokens ?? maxOutputOf(r.model);
+  const maxOut = maxOutputOf(r.model, input.max_tokens);
   return { r, call, inputBound, maxOut };
 }
 
@@ -92,7 +92,8 @@ export async function text(ctx: ActionContext<TextInput>) {
     return out;
   });
   const u = sdkUsage(res.totalUsage ?? res.usage);
-  await p.call.finish('ok', u);
+  const reqBytes = (await ctx.rawBody()).byteLength;
+  await p.call.finish('ok', usageReported(res.totalUsage ?? res.usage) ? u : estimateFromText(reqBytes, byteLength(res.text)));
   return {
     id: newId('msg', 12),
     role: 'assistant' as const,
@@ -107,7 +108,14 @@ export async function stream(ctx: ActionContext<TextInput>): Promise<Response> {
   const { messages, ui } = await modelMessages(input);
   await p.call.reserve({ input_tokens: p.inputBound, output_tokens: p.maxOut });
   let usage = sdkUsage(undefined);
+  let reported = false;
+  let outBytes = 0; // text relayed: the estimate's basis when no usage is reported
+  const reqBytes = (await ctx.rawBody()).byteLength;
   let failure: unknown = null;
+  const countText = (c: unknown) => {
+    const x = c as { type: string; delta?: unknown };
+    if (x.type === 'text-delta' && typeof x.delta === 'string') outBytes += byteLength(x.delta);
+  };
   // One attempt: read up to the first real chunk, so a failing upstream is retried (or gets its
   // status code) instead of a 200 stream that carries an error.
   const { reader, head, d } = await routed(ctx, p, async (t, d) => {
@@ -120,6 +128,7 @@ export async function stream(ctx: ActionContext<TextInput>): Promise<Response> {
         if (part.type === 'start') return { model: input.model };
         if (part.type === 'finish') {
           usage = sdkUsage(part.totalUsage);
+          reported = usageReported(part.totalUsage);
           return { model: input.model, usage: usageOut(usage), finish_reason: FINISH[part.finishReason] ?? part.finishReason };
         }
         return undefined;
@@ -139,6 +148,7 @@ export async function stream(ctx: ActionContext<TextInput>): Promise<Response> {
       const n = await reader.read();
       if (n.done) break;
       head.push(n.value);
+      countText(n.value);
       const type = (n.value as { type: string }).type;
       if (type === 'error' && failure) {
         reader.cancel().catch(() => {});
@@ -155,7 +165,7 @@ export async function stream(ctx: ActionContext<TextInput>): Promise<Response> {
     settled = true;
     d.clear();
     const status = aborted || ctx.signal.aborted ? 'aborted' : failure ? 'error' : 'ok';
-    gw.waitUntil(p.call.finish(status, usage, status === 'aborted' ? CLIENT_CLOSED : failure ? 'upstream_stream_failed' : undefined));
+    gw.waitUntil(p.call.finish(status, reported ? usage : estimateFromText(reqBytes, outBytes), status === 'aborted' ? CLIENT_CLOSED : failure ? 'upstream_stream_failed' : undefined));
   };
   const body = new ReadableStream<any>({
     start(controller) {
@@ -167,7 +177,10 @@ export async function stream(ctx: ActionContext<TextInput>): Promise<Response> {
         if (n.done) {
           controller.close();
           end(false);
-        } else controller.enqueue(n.value);
+        } else {
+          countText(n.value);
+          controller.enqueue(n.value);
+        }
       } catch (e) {
         failure ??= e;
         controller.close();

@@ -35,6 +35,8 @@ const toUsage = (r: Selectable<UsageTable>) => ({
   upstream: r.upstream ?? null,
   attempts: r.attempts ?? null,
   created_at: new Date(r.created_at).toISOString(),
+  /** The upstream reported no usage: the tokens are citygate's estimate (docs/money.md). */
+  estimated: r.estimated === 1,
 });
 
 /** A time bound: epoch ms, or an ISO date / date-time. */

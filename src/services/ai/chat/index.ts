@@ -22,7 +22,7 @@ export async function chatCompletions(ctx: ActionContext<ChatInput>): Promise<Re
   try {
     respond = await route(gw, { model: r.model, operation: 'chat', signal: ctx.signal, timing: ctx.timing, observer: call }, (t, d) => {
       const url = t.adapter.chatCompletionsUrl(t.provider);
-      return url ? passthroughAttempt(ctx, call, raw, t, url, d) : translateAttempt(ctx, call, t, d);
+      return url ? passthroughAttempt(ctx, call, raw, t, url, d) : translateAttempt(ctx, call, raw, t, d);
     });
   } catch (e) {
     const code = (e as { code?: string }).code ?? 'internal_error';
