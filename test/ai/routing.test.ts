@@ -223,7 +223,7 @@ describe('routing', () => {
     assert.equal(sent(stubs[1]), 0, 'no retry once the first byte went out');
     const [rec] = await usageOf('broken', 1);
     assert.deepEqual([rec.status, rec.error_code, rec.attempts, rec.upstream], ['error', 'upstream_stream_failed', 1, a]);
-    assert.ok(rec.credits > 0, 'charged what was consumed (estimate)');
+    assert.ok(rec.credits > 0 && rec.estimated === true, `charged the documented estimate: ${JSON.stringify(rec)}`);
     await until('the charge to settle', async () => b0 - (await balance()) === rec.credits);
     for (const id of [a, b]) await adminPost('/v1/ai/upstreams/remove', { upstream_id: id });
   });
