@@ -208,6 +208,8 @@ export interface UsageTable {
   seconds: number;
   credits: number;
   duration_ms: number;
+  /** citygate's own milliseconds (x-citygate-overhead-ms); null for calls recorded before it was kept. */
+  overhead_ms: number | null;
   created_at: number;
 }
 

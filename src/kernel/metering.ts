@@ -51,6 +51,8 @@ export interface MeterRecord extends Measured {
   error_code?: string;
   credits: number;
   duration_ms: number;
+  /** citygate's own time in the call (the x-citygate-overhead-ms of its response), when known. */
+  overhead_ms?: number | null;
   created_at: number;
 }
 
