@@ -24,7 +24,7 @@ export function DayChart({ days, series, title, height = 220 }: { days: string[]
         height,
         tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), 'Etc/UTC'),
         scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.1)] } },
-        axes: [{ values: (_u, vals) => vals.map((v) => new Date(v * 1000).toISOString().slice(5, 10)) }, { size: 60 }],
+        axes: [{ incrs: [86_400, 2 * 86_400, 7 * 86_400, 14 * 86_400], values: (_u, vals) => vals.map((v) => new Date(v * 1000).toISOString().slice(5, 10)) }, { size: 60 }],
         series: [
           { label: 'day', value: (_u, v) => (v == null ? '—' : new Date(v * 1000).toISOString().slice(0, 10)) },
           ...series.map((s, i) => ({
