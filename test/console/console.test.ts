@@ -158,7 +158,7 @@ browserSuite('the admin console in chromium', () => {
     const me = await client(gw.url, token).get('/v1/balance/me');
     assert.equal(me.status, 200);
     assert.equal(me.body.user_id, 'alice');
-    await shot(page, 'cities-1280');
+    await shot(page, 'flow-token-issued-1280');
     await ctx.close();
   });
 
@@ -184,7 +184,7 @@ browserSuite('the admin console in chromium', () => {
     await page.getByRole('button', { name: 'Apply adjustment' }).click();
     await page.getByRole('alert').filter({ hasText: 'cannot go below zero' }).waitFor();
     assert.equal((await admin.get('/v1/balance/get?city_id=demo&user_id=alice')).body.credits, 5_000_000);
-    await shot(page, 'users-1280');
+    await shot(page, 'flow-balance-adjusted-1280');
     await ctx.close();
   });
 
@@ -205,7 +205,7 @@ browserSuite('the admin console in chromium', () => {
     assert.match(await page.getByTestId('overhead').innerText(), /^\d+(\.\d+)? ms$/);
     assert.equal(stub.requests.filter((r) => r.path === '/v1/chat/completions').length, 1);
     assert.equal((stub.requests[0].body as { stream?: boolean }).stream, true);
-    await shot(page, 'playground-1280');
+    await shot(page, 'flow-playground-answer-1280');
 
     await gotoPage(page, 'overview');
     await page.getByTestId('total-calls').filter({ hasText: /^1$/ }).waitFor();
@@ -214,7 +214,7 @@ browserSuite('the admin console in chromium', () => {
     assert.match(await chart.innerText(), /Calls per day by city[\s\S]*demo/);
     const byCity = page.locator('section', { has: page.getByRole('heading', { name: 'By city' }) });
     assert.match(await byCity.locator('tbody tr').first().innerText(), /demo\s+1\s+0\s+7 \/ 7\s+21\s+\d+(\.\d+)? ms/);
-    await shot(page, 'overview-1280');
+    await shot(page, 'flow-overview-after-chat-1280');
 
     await gotoPage(page, 'usage');
     const rows = page.getByTestId('usage-table').locator('tbody tr');
@@ -232,7 +232,7 @@ browserSuite('the admin console in chromium', () => {
     assert.equal(csv.length, 2);
     assert.match(csv[0], /^created_at,request_id,city_id,user_id,model/);
     assert.match(csv[1], /,demo,alice,stub-model,compat,ok,,7,7,0,0,0,21,/);
-    await shot(page, 'usage-1280');
+    await shot(page, 'flow-usage-after-chat-1280');
     await ctx.close();
   });
 
@@ -257,7 +257,7 @@ browserSuite('the admin console in chromium', () => {
     await page.getByRole('button', { name: 'Send' }).click();
     await page.getByRole('alert').filter({ hasText: /paused/ }).waitFor();
     assert.equal(stub.requests.length, before, 'nothing reached the upstream');
-    await shot(page, 'playground-paused-1280');
+    await shot(page, 'flow-playground-paused-1280');
 
     await gotoPage(page, 'cities');
     await row.getByRole('button', { name: 'Activate' }).click();
@@ -297,7 +297,7 @@ browserSuite('the admin console in chromium', () => {
     assert.deepEqual(await b.page.getByLabel('City').locator('option').allInnerTexts(), ['All', 'demo']);
     await gotoPage(b.page, 'overview');
     await b.page.getByTestId('total-calls').filter({ hasText: /^1$/ }).waitFor(); // other's call is not counted
-    await shot(b.page, 'bureau-overview-1280');
+    await shot(b.page, 'flow-bureau-overview-1280');
     // The env page is not there for a bureau, and the API refuses it anyway.
     await b.page.goto(`${gw.url}/console/#/env`);
     await b.page.getByRole('alert').filter({ hasText: "No page 'env'" }).waitFor();
