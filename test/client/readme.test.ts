@@ -131,6 +131,12 @@ test('the quick start runs verbatim in a fresh copy of the repository', async ()
     assert.deepEqual(health.services, ['env', 'cities', 'bureaus', 'accounts', 'balance', 'payment', 'usage', 'ai']);
     assert.ok(existsSync(join(dir, 'data/citygate.sqlite')), 'the README’s database path');
     assert.match(run.output(), /generated the admin key/);
+    // `npm install` built the admin console (the prepare script): /console works at once.
+    const index = await fetch(`${url}/console/`);
+    assert.equal(index.status, 200, 'the console is built by npm install');
+    const script = /src="(\/console\/assets\/[^"]+\.js)"/.exec(await index.text());
+    assert.ok(script, 'the console page loads its script');
+    assert.equal((await fetch(url + script[1])).status, 200);
     await run.stop();
     // The shell exits at once; the gateway under npm finishes its graceful stop just after.
     const end = Date.now() + 15_000;
