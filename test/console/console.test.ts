@@ -179,11 +179,29 @@ browserSuite('the admin console in chromium', () => {
     assert.equal(got.body.credits, 5_000_000);
     const entries = await admin.get('/v1/balance/ledger?city_id=demo&user_id=alice');
     assert.equal(entries.body.items.filter((e: { kind: string }) => e.kind === 'adjust').length, 1);
+    // A double submit that beats the button's busy state (Enter pressed twice while the first
+    // request is still on its way): two requests, one idempotency key, one change.
+    const sent: { idempotency_key: string; credits: number }[] = [];
+    page.on('request', (r) => void (r.url().endsWith('/v1/balance/adjust') && sent.push(r.postDataJSON())));
+    await page.route('**/v1/balance/adjust', async (route) => {
+      await new Promise((ok) => setTimeout(ok, 300));
+      await route.continue();
+    });
+    await page.getByLabel('Credits (negative to take)').fill('1000000');
+    await page.getByLabel('Reason').fill('bonus');
+    await page.getByLabel('Reason').press('Enter');
+    await page.getByLabel('Reason').press('Enter');
+    await page.getByTestId('balance').filter({ hasText: '6,000,000' }).waitFor();
+    await until('both answers', () => page.getByRole('status').filter({ hasText: 'Already applied' }).count());
+    assert.equal(sent.length, 2);
+    assert.equal(sent[0].idempotency_key, sent[1].idempotency_key);
+    assert.equal((await admin.get('/v1/balance/get?city_id=demo&user_id=alice')).body.credits, 6_000_000);
+    await page.unroute('**/v1/balance/adjust');
     // Taking more than the balance is refused with the gateway's message, and changes nothing.
     await page.getByLabel('Credits (negative to take)').fill('-9000000');
     await page.getByRole('button', { name: 'Apply adjustment' }).click();
     await page.getByRole('alert').filter({ hasText: 'cannot go below zero' }).waitFor();
-    assert.equal((await admin.get('/v1/balance/get?city_id=demo&user_id=alice')).body.credits, 5_000_000);
+    assert.equal((await admin.get('/v1/balance/get?city_id=demo&user_id=alice')).body.credits, 6_000_000);
     await shot(page, 'flow-balance-adjusted-1280');
     await ctx.close();
   });
