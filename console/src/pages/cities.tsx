@@ -78,7 +78,8 @@ function CityRow({ c, onChange }: { c: City; onChange: () => void }) {
         </td>
         <td><Badge status={c.status} /></td>
         <td>{when(c.created_at)}</td>
-        <td class="actions">
+        <td>
+          <div class="actions-row">
           <a href={href('users', { city: c.city_id })} role="button" class="secondary outline">Users</a>
           <button type="button" class="secondary outline" aria-expanded={issuing} onClick={() => setIssuing(!issuing)}>
             Token…
@@ -99,6 +100,7 @@ function CityRow({ c, onChange }: { c: City; onChange: () => void }) {
               onConfirm={() => change('remove')}
             />
           )}
+          </div>
         </td>
       </tr>
       {(issuing || act.error) && (
