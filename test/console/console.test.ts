@@ -12,6 +12,7 @@ import { startGateway, type TestGateway } from '../helpers/gateway.ts';
 import { client } from '../helpers/http.ts';
 import { until } from '../helpers/wait.ts';
 import { startOpenAIStub, type OpenAIStub } from '../stubs/openai.ts';
+import { startStripeStub, type StripeStub } from '../stubs/stripe.ts';
 
 const SHOTS = resolve(import.meta.dirname, '../../test-results/console');
 const DESKTOP = { width: 1280, height: 900 };
@@ -21,6 +22,7 @@ const PRICES = JSON.stringify({ 'stub-model': { input_per_mtok: 1_000_000, outpu
 
 browserSuite('the admin console in chromium', () => {
   let stub: OpenAIStub;
+  let stripe: StripeStub;
   let gw: TestGateway;
   let browser: Browser;
   let admin: ReturnType<typeof client>;
@@ -68,6 +70,8 @@ browserSuite('the admin console in chromium', () => {
 
   before(async () => {
     stub = await startOpenAIStub();
+    // Stripe without a webhook: a payment stays pending until someone syncs it.
+    stripe = await startStripeStub();
     gw = await startGateway({
       env: {
         TEXTPROVIDER_API_KEY: 'sk-stub',
@@ -75,6 +79,8 @@ browserSuite('the admin console in chromium', () => {
         TEXTPROVIDER_MODELS: 'stub-model',
         MODEL_PRICES: PRICES,
         USAGE_FLUSH_MS: '20',
+        PAYMENT_A_SECRET_KEY: stripe.apiKey,
+        PAYMENT_A_API_BASE: stripe.origin,
       },
     });
     admin = client(gw.url, gw.adminKey);
@@ -84,6 +90,7 @@ browserSuite('the admin console in chromium', () => {
     await browser?.close();
     await gw?.stop();
     await stub?.close();
+    await stripe?.close();
   });
 
   test('/console is served by the gateway: the page, its script and style, strict headers', async () => {
@@ -320,6 +327,27 @@ browserSuite('the admin console in chromium', () => {
     await b.page.goto(`${gw.url}/console/#/env`);
     await b.page.getByRole('alert').filter({ hasText: "No page 'env'" }).waitFor();
     await b.ctx.close();
+  });
+
+  test('payments: status, provider and amount; a payment whose webhook never came is synced with its provider', async () => {
+    const alice = client(gw.url, (await admin.post('/v1/cities/tokens/apply', { city_id: 'demo', user_id: 'alice' })).body.user_token);
+    const checkout = await alice.post('/v1/payment/checkout', { method: 'stripe', credits: 2_000_000 });
+    assert.equal(checkout.status, 200, checkout.text);
+    const before = (await admin.get('/v1/balance/get?city_id=demo&user_id=alice')).body.credits;
+
+    const { ctx, page } = await open();
+    await signIn(page, gw.adminKey);
+    await gotoPage(page, 'payments');
+    const row = page.locator('tr', { hasText: checkout.body.payment_id });
+    await row.waitFor();
+    assert.match(await row.innerText(), /demo \/ alice\s+stripe\s+pending\s+\$2\.00\s+2,000,000/);
+    // The buyer paid at Stripe; the webhook was lost. Sync asks Stripe and credits the payment once.
+    stripe.completeSession([...stripe.sessions.keys()].at(-1)!);
+    await row.getByRole('button', { name: 'Sync' }).click();
+    await row.getByText('paid').waitFor();
+    assert.equal(await row.getByRole('button', { name: 'Sync' }).count(), 0);
+    assert.equal((await admin.get('/v1/balance/get?city_id=demo&user_id=alice')).body.credits, before + 2_000_000);
+    await ctx.close();
   });
 
   test('every page at 1280 px and at phone size: no secret shown, nothing loaded from elsewhere, no page errors', async () => {
