@@ -178,7 +178,10 @@ browserSuite('the admin console in chromium', () => {
     await page.getByLabel('Reason').fill('welcome');
     await page.getByRole('button', { name: 'Apply adjustment' }).dblclick();
     await page.getByTestId('balance').filter({ hasText: '5,000,000' }).waitFor();
-    await page.getByRole('status').filter({ hasText: /balance 5,000,000/ }).first().waitFor();
+    await page.getByRole('status').filter({ hasText: /balance 5,000,000/i }).first().waitFor();
+    // A late second click (after the answer came) sends the same key: nothing changes.
+    await page.getByRole('button', { name: 'Apply adjustment' }).click();
+    await page.getByRole('status').filter({ hasText: 'Already applied' }).waitFor();
     const ledger = page.getByTestId('ledger').locator('tbody tr');
     await until('one ledger row', async () => (await ledger.count()) === 1);
     // What the gateway holds: one adjustment, and the balance once.

@@ -16,7 +16,8 @@ const newKey = () => `console:${crypto.randomUUID()}`;
 function Adjust({ city, user, onDone }: { city: string; user: string; onDone: () => void }) {
   const [credits, setCredits] = useState('');
   const [reason, setReason] = useState('');
-  // One key per intended adjustment: a new one only after an answer arrived.
+  // One key per intended adjustment: it changes when the form does, not when an answer comes,
+  // so a second click or Enter (however late) sends the same key and changes nothing twice.
   const [key, setKey] = useState(newKey);
   const [result, setResult] = useState<string | null>(null);
   const act = useAction();
@@ -30,8 +31,7 @@ function Adjust({ city, user, onDone }: { city: string; user: string; onDone: ()
           post<{ credits: number; replayed: boolean }>('balance/adjust', { city_id: city, user_id: user, credits: n, reason: reason.trim(), idempotency_key: key }),
         );
         if (r) {
-          setResult(r.replayed ? `Already applied (same request): balance ${num(r.credits)} credits.` : `${n > 0 ? 'Added' : 'Took'} ${num(Math.abs(n))} credits: balance ${num(r.credits)}.`);
-          setKey(newKey());
+          setResult(r.replayed ? `Already applied: this exact form was sent before (change it to adjust again). Balance ${num(r.credits)} credits.` : `${n > 0 ? 'Added' : 'Took'} ${num(Math.abs(n))} credits: balance ${num(r.credits)}.`);
           onDone();
         }
       }}
@@ -40,11 +40,11 @@ function Adjust({ city, user, onDone }: { city: string; user: string; onDone: ()
       <div class="grid">
         <label>
           Credits (negative to take)
-          <input name="credits" type="number" step="1" required value={credits} onInput={(e) => setCredits(e.currentTarget.value)} placeholder="1000000 = $1" />
+          <input name="credits" type="number" step="1" required value={credits} onInput={(e) => (setCredits(e.currentTarget.value), setKey(newKey()), setResult(null))} placeholder="1000000 = $1" />
         </label>
         <label>
           Reason
-          <input name="reason" required maxLength={500} value={reason} onInput={(e) => setReason(e.currentTarget.value)} placeholder="e.g. support refund" />
+          <input name="reason" required maxLength={500} value={reason} onInput={(e) => (setReason(e.currentTarget.value), setKey(newKey()), setResult(null))} placeholder="e.g. support refund" />
         </label>
       </div>
       <button type="submit" aria-busy={act.busy}>Apply adjustment</button>
