@@ -92,7 +92,7 @@ export interface StatsRow {
   day?: string; city_id?: string | null; model?: string; calls: number; errors: number; input_tokens: number; output_tokens: number;
   cached_tokens: number; credits: number; usd: number; overhead_p50_ms: number | null; overhead_p99_ms: number | null;
 }
-export interface Stats { from: string; to: string; group: string[]; items: StatsRow[]; totals: StatsRow }
+export interface Stats { from: string; to: string; group: string[]; items: StatsRow[]; totals: StatsRow; overhead_sample: { records: number; complete: boolean } }
 export interface Who { kind: 'admin' | 'bureau'; city: City | null }
 
 /**

@@ -113,6 +113,9 @@ export function Overview() {
                 <div class="card"><span>Errors</span><strong class={t.errors ? 'bad' : ''}>{num(t.errors)}</strong></div>
                 <div class="card"><span>Overhead p50 / p99</span><strong>{ms(t.overhead_p50_ms)} / {ms(t.overhead_p99_ms)}</strong></div>
               </div>
+              {!byCity.overhead_sample.complete && (
+                <p><small class="muted">Overhead percentiles from the newest {num(byCity.overhead_sample.records)} calls of this range.</small></p>
+              )}
               {t.calls === 0 ? (
                 <Empty>
                   No model calls in this range. Create a city and try a model in the <a href={href('playground')}>Playground</a>, or call{' '}

@@ -1,14 +1,15 @@
 // usage/stats: calls, errors, tokens and credits per group (day, city, model, or any mix)
 // over a range of UTC days, with the p50 and p99 of citygate's overhead per group. Totals
 // come from the daily rollup (exact); percentiles from the records' overhead_ms, read newest
-// first up to OVERHEAD_SAMPLE_MAX records (the answer says whether it read them all).
+// first up to OVERHEAD_SAMPLE_MAX records (the answer says whether it read them all): reading
+// 100,000 records took ~0.5–2 s of a loaded 2-core machine's event loop, 20,000 about a fifth.
 import { z } from 'zod';
 import type { GatewayContext } from '../../kernel/context.ts';
 import { badRequest } from '../../kernel/errors.ts';
 import { usdOf } from '../balance/index.ts';
 import { dayOf } from './sink.ts';
 
-export const OVERHEAD_SAMPLE_MAX = 100_000;
+export const OVERHEAD_SAMPLE_MAX = 20_000;
 const MAX_DAYS = 366;
 const GROUPS = ['day', 'city', 'model'] as const;
 type Group = (typeof GROUPS)[number];
