@@ -96,22 +96,19 @@ export interface Stats { from: string; to: string; group: string[]; items: Stats
 export interface Who { kind: 'admin' | 'bureau'; city: City | null }
 
 /**
- * Which identity a credential is. cities/list is for the admin and bureaus only (a user token
- * gets 403); cities/current then answers a bureau's city and refuses the admin key.
+ * Which identity a credential is. A bureau token carries its prefix, so each kind is checked
+ * with one request it is allowed to make (no refused probe in the browser console): a bureau
+ * reads its own city, the admin key the env list (a user token gets 403 there).
  */
 export async function whoAmI(key: string): Promise<Who> {
+  if (key.startsWith('cg_bureau_')) return { kind: 'bureau', city: await get<City>('cities/current', undefined, key) };
   try {
-    await get('cities/list', undefined, key);
+    await get('env/list', undefined, key);
   } catch (e) {
     if (e instanceof ApiError && e.status === 403) {
       throw new ApiError(403, e.code, 'This credential is not the admin key or a bureau token (a user token cannot open the console).');
     }
     throw e;
   }
-  try {
-    return { kind: 'bureau', city: await get<City>('cities/current', undefined, key) };
-  } catch (e) {
-    if (e instanceof ApiError && e.code === 'identity_not_allowed') return { kind: 'admin', city: null };
-    throw e;
-  }
+  return { kind: 'admin', city: null };
 }

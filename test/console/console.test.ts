@@ -120,7 +120,19 @@ browserSuite('the admin console in chromium', () => {
     await page.getByLabel('Admin key or bureau token').fill('cg_admin_wrong');
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('alert').filter({ hasText: /401/ }).waitFor();
+    // A user token is not a console credential: said in words.
+    await admin.post('/v1/cities/create', { name: 'Sign-in check', city_id: 'signin-check' });
+    const userToken = (await admin.post('/v1/cities/tokens/apply', { city_id: 'signin-check', user_id: 'u' })).body.user_token;
+    await page.getByLabel('Admin key or bureau token').fill(userToken);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('alert').filter({ hasText: 'a user token cannot open the console' }).waitFor();
+    await admin.post('/v1/cities/remove', { city_id: 'signin-check' });
+    // Signing in with the right key logs nothing at all in the browser console (no refused probe).
+    const logged: string[] = [];
+    page.on('console', (m) => void (m.type() === 'error' && logged.push(m.text())));
     await signIn(page, gw.adminKey);
+    await page.getByTestId('total-calls').waitFor();
+    assert.deepEqual(logged, []);
     assert.equal(await page.getByTestId('whoami').innerText(), 'Admin');
     const storage = await page.evaluate(() => ({ session: sessionStorage.length, local: localStorage.length, cookie: document.cookie, url: location.href }));
     assert.equal(storage.session, 1);
