@@ -86,7 +86,7 @@ export interface Page<T> { items: T[]; next_cursor: string | null }
 export interface UsageRecord {
   usage_id: string; request_id: string; city_id: string | null; user_id: string | null; model: string; mode: string;
   status: string; error_code: string | null; input_tokens: number; output_tokens: number; cached_tokens: number;
-  images: number; seconds: number; credits: number; duration_ms: number; overhead_ms?: number | null; created_at: string;
+  images: number; seconds: number; credits: number; duration_ms: number; overhead_ms?: number | null; created_at: string; estimated?: boolean;
 }
 export interface StatsRow {
   day?: string; city_id?: string | null; model?: string; calls: number; errors: number; input_tokens: number; output_tokens: number;

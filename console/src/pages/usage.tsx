@@ -8,7 +8,7 @@ import { Badge, Empty, ErrorBox, ms, num, PageHead, Show, useAction, useLoad, wh
 interface Filters { city_id: string; user_id: string; model: string; status: string; from: string; to: string }
 const EMPTY: Filters = { city_id: '', user_id: '', model: '', status: '', from: '', to: '' };
 
-const COLUMNS: (keyof UsageRecord)[] = ['created_at', 'request_id', 'city_id', 'user_id', 'model', 'mode', 'status', 'error_code', 'input_tokens', 'output_tokens', 'cached_tokens', 'images', 'seconds', 'credits', 'duration_ms', 'overhead_ms'];
+const COLUMNS: (keyof UsageRecord)[] = ['created_at', 'request_id', 'city_id', 'user_id', 'model', 'mode', 'status', 'error_code', 'input_tokens', 'output_tokens', 'cached_tokens', 'images', 'seconds', 'credits', 'duration_ms', 'overhead_ms', 'estimated'];
 const csvCell = (v: unknown) => {
   const s = v == null ? '' : String(v);
   return /[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
@@ -114,7 +114,7 @@ export function Usage() {
                         <td>{u.city_id ?? '—'} / {u.user_id ?? '—'}</td>
                         <td>{u.model} <small class="muted">{u.mode}</small></td>
                         <td><Badge status={u.status} />{u.error_code && <small> {u.error_code}</small>}</td>
-                        <td class="num">{num(u.input_tokens)} / {num(u.output_tokens)}</td>
+                        <td class="num" title={u.estimated ? 'estimated: the upstream reported no usage' : undefined}>{u.estimated ? '~' : ''}{num(u.input_tokens)} / {num(u.output_tokens)}</td>
                         <td class="num">{num(u.credits)}</td>
                         <td class="num">{ms(u.duration_ms)}</td>
                         <td class="num">{ms(u.overhead_ms)}</td>

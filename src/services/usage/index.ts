@@ -35,6 +35,8 @@ const toUsage = (r: Selectable<UsageTable>) => ({
   duration_ms: r.duration_ms,
   overhead_ms: r.overhead_ms ?? null,
   created_at: new Date(r.created_at).toISOString(),
+  /** The upstream reported no usage: the tokens are citygate's estimate (docs/money.md). */
+  estimated: r.estimated === 1,
 });
 
 /** A time bound: epoch ms, or an ISO date / date-time. */
