@@ -18,6 +18,7 @@ import { isEventStream, writeEventStream } from './event-stream.ts';
 import { bufferedLines } from './log-writer.ts';
 import { undiciHttp } from './upstream-http.ts';
 import { installNodeMetrics } from './metrics.ts';
+import { nodeConsoleAssets } from './console-assets.ts';
 
 // Scalar's self-contained browser build, next to the package's entry point.
 const scalarScript = async () => {
@@ -52,6 +53,7 @@ export async function startNodeServer(
     logger,
     config: { localLogin: config.localLogin },
     docsScript: scalarScript,
+    consoleAssets: nodeConsoleAssets(),
     http,
     jobs,
     storage: new LocalFileStore(join(config.dataDir, 'files')),

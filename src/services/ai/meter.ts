@@ -6,6 +6,7 @@
 //                          MeterRecord to the metering capability. Failed calls are recorded too.
 import type { GatewayContext } from '../../kernel/context.ts';
 import type { Identity } from '../../kernel/identity.ts';
+import type { RequestTiming } from '../../kernel/service.ts';
 import {
   BILLING,
   METERING,
@@ -68,6 +69,8 @@ export interface CallState {
   /** Set by routing: the upstream of the last attempt and how many attempts were made. */
   upstream?: string;
   attempts?: number;
+  /** The request's timing (absent for background jobs): the record's overhead_ms. */
+  timing?: RequestTiming;
 }
 
 export class AiCall {
@@ -82,8 +85,8 @@ export class AiCall {
     this.prices = model ? pricesOf(gw, model) : null;
   }
 
-  static start(gw: GatewayContext, identity: Identity, model: ModelDef, mode: Mode, requestId: string): AiCall {
-    return new AiCall(gw, { requestId, identity, modelId: model.id, mode, startedAt: Date.now(), hold: null }, model);
+  static start(gw: GatewayContext, identity: Identity, model: ModelDef, mode: Mode, requestId: string, timing?: RequestTiming): AiCall {
+    return new AiCall(gw, { requestId, identity, modelId: model.id, mode, startedAt: Date.now(), hold: null, timing }, model);
   }
 
   /** Routing's report (RouteObserver): the upstream being tried and the attempt number. */
@@ -159,6 +162,7 @@ export class AiCall {
       ...(estimated ? { estimated } : {}),
       credits,
       duration_ms: Date.now() - this.state.startedAt,
+      overhead_ms: overheadOf(this.state.timing),
       created_at: Date.now(),
       ...(this.state.upstream !== undefined ? { upstream: this.state.upstream, attempts: this.state.attempts } : {}),
     };
@@ -179,4 +183,13 @@ function observeCall(r: MeterRecord): void {
   if (r.input_tokens) m.tokens.inc({ gen_ai_token_type: 'input', gen_ai_request_model: r.model, city }, r.input_tokens);
   if (r.output_tokens) m.tokens.inc({ gen_ai_token_type: 'output', gen_ai_request_model: r.model, city }, r.output_tokens);
   if (r.credits) m.credits.inc({ city, model: r.model }, r.credits);
+}
+
+/**
+ * citygate's time in a call: what the kernel reported in x-citygate-overhead-ms when the
+ * response is out already (a stream ends after it), else the time so far minus upstream waits.
+ */
+function overheadOf(t: RequestTiming | undefined): number | null {
+  if (!t) return null;
+  return t.overheadMs ?? Math.max(0, performance.now() - t.startedAt - t.upstreamMs);
 }

@@ -16,7 +16,7 @@ export async function chatCompletions(ctx: ActionContext<ChatInput>): Promise<Re
   const { gateway: gw, input } = ctx;
   const r = await resolveModel(gw, ctx.identity, input.model, 'compat');
   const raw = await ctx.rawBody();
-  const call = AiCall.start(gw, ctx.identity, r.model, 'compat', ctx.requestId);
+  const call = AiCall.start(gw, ctx.identity, r.model, 'compat', ctx.requestId, ctx.timing);
   await call.reserve(reservationFor(input, r.model, raw.byteLength));
   let respond: () => Response;
   try {
