@@ -18,7 +18,7 @@ export async function chatCompletions(ctx: ActionContext<ChatInput>): Promise<Re
   const raw = await ctx.rawBody();
   const call = AiCall.start(gw, ctx.identity, r.model, 'compat', ctx.requestId, ctx.timing);
   await call.reserve(reservationFor(input, r.model, raw.byteLength));
-  let respond: () => Response;
+  let respond: () => Response | Promise<Response>;
   try {
     respond = await route(gw, { model: r.model, operation: 'chat', signal: ctx.signal, timing: ctx.timing, observer: call }, (t, d) => {
       const url = t.adapter.chatCompletionsUrl(t.provider);

@@ -72,7 +72,7 @@ export async function passthroughAttempt(
   t: Target,
   url: string,
   d: Deadline,
-): Promise<() => Response> {
+): Promise<() => Response | Promise<Response>> {
   const { input, gateway: gw } = ctx;
   const stream = input.stream === true;
   const clientWantsUsage = input.stream_options?.include_usage === true;
@@ -109,9 +109,12 @@ export async function passthroughAttempt(
       // not JSON: forwarded as is; charged as if it all were reply text
       used = estimateFromText(raw.byteLength, bytes.byteLength);
     }
-    gw.waitUntil(call.finish('ok', used));
     const type = res.header('content-type') ?? 'application/json';
-    return () => new Response(bytes as Uint8Array<ArrayBuffer>, { status: res.status, headers: { 'content-type': type } });
+    return () => {
+      // finished here, once routing is done, so the record's overhead is the response's
+      gw.waitUntil(call.finish('ok', used));
+      return new Response(bytes as Uint8Array<ArrayBuffer>, { status: res.status, headers: { 'content-type': type } });
+    };
   }
 
   // The first chunk is part of the attempt: an upstream that sends headers and then nothing

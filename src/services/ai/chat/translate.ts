@@ -123,7 +123,7 @@ const usageJson = (u: ReturnType<typeof sdkUsage>) => ({
 });
 
 /** One attempt (see routing/route.ts): returns once the answer, or a stream's first part, is in hand. */
-export async function translateAttempt(ctx: ActionContext<ChatInput>, call: AiCall, raw: Uint8Array, t: Target, d: Deadline): Promise<() => Response> {
+export async function translateAttempt(ctx: ActionContext<ChatInput>, call: AiCall, raw: Uint8Array, t: Target, d: Deadline): Promise<() => Response | Promise<Response>> {
   const { input } = ctx;
   const opts = sdkOptions(input);
   const model = t.adapter.languageModel(t.call, t.upstreamModel);
@@ -136,9 +136,11 @@ export async function translateAttempt(ctx: ActionContext<ChatInput>, call: AiCa
     const u = sdkUsage(res.totalUsage ?? res.usage);
     const toolCalls = res.toolCalls.map((tc: any) => ({ id: tc.toolCallId, type: 'function', function: { name: tc.toolName, arguments: JSON.stringify(tc.input) } }));
     const outBytes = byteLength(res.text) + toolCalls.reduce((n, tc) => n + byteLength(tc.function.arguments), 0);
-    await call.finish('ok', usageReported(res.totalUsage ?? res.usage) ? u : estimateFromText(raw.byteLength, outBytes));
-    return () =>
-      Response.json({
+    const used = usageReported(res.totalUsage ?? res.usage) ? u : estimateFromText(raw.byteLength, outBytes);
+    return async () => {
+      // finished here, once routing is done, so the record's overhead is the response's
+      await call.finish('ok', used);
+      return Response.json({
         id,
         object: 'chat.completion',
         created,
@@ -152,6 +154,7 @@ export async function translateAttempt(ctx: ActionContext<ChatInput>, call: AiCa
         ],
         usage: usageJson(u),
       });
+    };
   }
 
   const wantsUsage = input.stream_options?.include_usage === true;
