@@ -7,9 +7,9 @@ export type Method = 'GET' | 'POST';
 
 export const METHODS = {
   env: { list: 'GET', upsert: 'POST', remove: 'POST', import: 'POST' },
-  cities: { list: 'GET', current: 'GET', get: 'GET', create: 'POST', pause: 'POST', activate: 'POST', remove: 'POST', 'tokens/apply': 'POST' },
+  cities: { list: 'GET', current: 'GET', get: 'GET', create: 'POST', pause: 'POST', activate: 'POST', remove: 'POST', 'tokens/apply': 'POST', update: 'POST', 'tokens/revoke': 'POST', 'keys/rotate': 'POST' },
   bureaus: { create: 'POST', list: 'GET', revoke: 'POST' },
-  accounts: { providers: 'GET', login: 'POST', 'oauth/start': 'POST', 'oauth/callback': 'GET', 'oauth/result': 'GET', me: 'GET', users: 'GET' },
+  accounts: { providers: 'GET', login: 'POST', 'oauth/start': 'POST', 'oauth/callback': 'GET', 'oauth/result': 'GET', logout: 'POST', me: 'GET', users: 'GET' },
   balance: { me: 'GET', history: 'GET', list: 'GET', ledger: 'GET', adjust: 'POST' },
   payment: {
     methods: 'GET',

@@ -12,6 +12,7 @@ import { action, defineService, pageQuery } from '../../kernel/service.ts';
 import { cityIdSchema, requireCity } from '../cities/index.ts';
 import { issueUserToken, userIdSchema } from '../cities/tokens.ts';
 import { ACCOUNTS, type AccountsCapability } from './capability.ts';
+import { logoutAction } from './logout.ts';
 import { CALLBACK_PATH, callbackUrl, handleCallback, readResult, startLogin } from './oauth.ts';
 import { PROVIDERS, providerConfig } from './providers.ts';
 import { createHooks, localLoginEnabled, tokenTtlSeconds, type Hooks } from './settings.ts';
@@ -147,6 +148,7 @@ export const accountsService = defineService({
       errors: [410],
       handler: async ({ gateway, input }) => noStore(await readResult(gateway, input.state)),
     }),
+    logout: logoutAction,
     me: action({
       method: 'GET',
       auth: ['user'],
