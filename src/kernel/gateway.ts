@@ -19,6 +19,7 @@ import type { AnyAction, RequestTiming, ServiceDef } from './service.ts';
 import type { BlobStore } from './storage.ts';
 import { fetchHttp, type UpstreamHttp } from './http.ts';
 import { KeyRing } from './tokens.ts';
+import { secretsAtRest } from './secrets-boot.ts';
 import { openApiDocument } from './openapi.ts';
 import { SCALAR_CDN, docsPage } from './docs.ts';
 
@@ -41,6 +42,11 @@ export interface GatewayOptions {
   waitUntil?: (p: Promise<unknown>) => void;
   /** Scalar's standalone script for /docs, served by the gateway itself when given. */
   docsScript?: () => Promise<BodyInit | null>;
+  /**
+   * The master key that seals secrets at rest (CITYGATE_MASTER_KEY or its generated file) and
+   * where it came from (for the boot error). Without one, secrets are stored in clear.
+   */
+  masterKey?: { material: string; source: string } | null;
 }
 
 export interface InitResult {
@@ -122,6 +128,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
   const init = () =>
     (initPromise ??= (async () => {
       await migrate(opts.db);
+      await secretsAtRest(opts.db, env, opts.masterKey ?? null, log);
       const proposed = (opts.processEnv ?? {}).GATEWAY_ADMIN_SECRET_KEY || `${ADMIN_KEY_PREFIX}${randomToken(32)}`;
       const admin = await env.setIfAbsent('GATEWAY_ADMIN_SECRET_KEY', proposed);
       await keys.ensure();
