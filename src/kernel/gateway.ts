@@ -20,6 +20,8 @@ import type { BlobStore } from './storage.ts';
 import { fetchHttp, type UpstreamHttp } from './http.ts';
 import { KeyRing } from './tokens.ts';
 import { secretsAtRest } from './secrets-boot.ts';
+import { RateLimiter, type Admission } from './rate-limit.ts';
+import { METERING, type MeteringSink } from './metering.ts';
 import { openApiDocument } from './openapi.ts';
 import { SCALAR_CDN, docsPage } from './docs.ts';
 
@@ -47,6 +49,8 @@ export interface GatewayOptions {
    * where it came from (for the boot error). Without one, secrets are stored in clear.
    */
   masterKey?: { material: string; source: string } | null;
+  /** The address of the connection's peer (Node: the socket; Workers: CF-Connecting-IP). */
+  socketIp?: (req: Request, platform: unknown) => string | null | undefined;
 }
 
 export interface InitResult {
@@ -84,6 +88,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
   const env = new RuntimeEnv(opts.db, opts.processEnv ?? {}, opts.envTtlMs);
   const keys = new KeyRing(opts.db);
   const cities = new CityStatusCache(opts.db);
+  const limits = new RateLimiter(opts.db, env, cities);
   const services = new Map<string, ServiceDef>();
   for (const s of opts.services) {
     if (!SERVICE_ID.test(s.id) || s.id === 'services') throw new Error(`invalid service id: ${s.id}`);
@@ -98,6 +103,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     env,
     keys,
     cities,
+    limits,
     jobs: opts.jobs ?? inlineQueue(() => gateway),
     storage: opts.storage ?? null,
     http: opts.http ?? fetchHttp(),
@@ -105,7 +111,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     config,
     services,
     provide: (name, impl) => void capabilities.set(name, impl),
-    use: <T>(name: string) => capabilities.get(name) as T | undefined,
+    use: <T>(name: string) => (name === METERING ? meteringWithLimits : capabilities.get(name)) as T | undefined,
     waitUntil(p) {
       const tracked = p.catch((e) => log('error', 'background work failed', { error: String(e) })).finally(() => pending.delete(tracked));
       pending.add(tracked);
@@ -121,6 +127,15 @@ export function createGateway(opts: GatewayOptions): Gateway {
         }
       }
       return req ? new URL(req.url).origin : `http://127.0.0.1`;
+    },
+  };
+
+  // Meter records also feed the token limits (tokens actually used), whether or not a
+  // usage service is mounted to keep them.
+  const meteringWithLimits: MeteringSink = {
+    record(r) {
+      if (r.identity === 'user' && (r.input_tokens || r.output_tokens)) context.waitUntil(limits.countTokens(r));
+      (capabilities.get(METERING) as MeteringSink | undefined)?.record(r);
     },
   };
 
@@ -270,6 +285,23 @@ export function createGateway(opts: GatewayOptions): Gateway {
       if (status !== 'active') throw new GatewayError(401, 'invalid_token', 'The city of this token no longer exists.');
     }
 
+    // Rate limits: 429 before the body is read; the counters' state goes out as headers.
+    const admission = await limits.admit(identity, method, !!action.ipLimited, () => limits.clientIp(req, opts.socketIp?.(req, c.env) ?? null));
+    if (!admission) return run(c, action, id, restPath, identity, url);
+    let res: Response;
+    try {
+      res = await run(c, action, id, restPath, identity, url);
+    } catch (e) {
+      if (admission.inflightKey) context.waitUntil(limits.release(admission.inflightKey));
+      if (isGatewayError(e)) return withHeaders(e.toResponse(), admission.headers);
+      throw e;
+    }
+    return withHeaders(admission.inflightKey ? releasedAtEnd(res, () => context.waitUntil(limits.release(admission.inflightKey!))) : res, admission.headers);
+  }
+
+  async function run(c: Context, action: AnyAction, id: string, restPath: string, identity: Identity, url: URL): Promise<Response> {
+    const req = c.req.raw;
+    const requestId = c.get('requestId' as never) as string;
     const limit = action.maxBodyBytes ?? config.maxBodyBytes;
     let bodyRead: Promise<Uint8Array> | null = null;
     const rawBody = () => (bodyRead ??= readBody(req, limit));
@@ -325,6 +357,47 @@ export function createGateway(opts: GatewayOptions): Gateway {
     context,
   };
   return gateway;
+}
+
+/** Adds headers to a response (a copy when its headers are immutable). */
+function withHeaders(res: Response, headers: Record<string, string>): Response {
+  try {
+    for (const [k, v] of Object.entries(headers)) res.headers.set(k, v);
+    return res;
+  } catch {
+    const copy = new Response(res.body, res);
+    for (const [k, v] of Object.entries(headers)) copy.headers.set(k, v);
+    return copy;
+  }
+}
+
+/** Calls `done` once the response body has been fully sent (or abandoned). */
+function releasedAtEnd(res: Response, done: () => void): Response {
+  if (!res.body) {
+    done();
+    return res;
+  }
+  let called = false;
+  const once = () => {
+    if (!called) {
+      called = true;
+      done();
+    }
+  };
+  const body = res.body.pipeThrough(new TransformStream({ flush: once }));
+  const reader = body.getReader();
+  const stream = new ReadableStream({
+    async pull(ctrl) {
+      const { done: end, value } = await reader.read();
+      if (end) ctrl.close();
+      else ctrl.enqueue(value);
+    },
+    cancel(reason) {
+      once();
+      return reader.cancel(reason);
+    },
+  });
+  return new Response(stream, res);
 }
 
 function findAction(service: ServiceDef, path: string): { action: AnyAction; id: string; restPath: string } | null {

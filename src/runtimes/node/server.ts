@@ -55,6 +55,7 @@ export async function startNodeServer(
     jobs,
     storage: new LocalFileStore(join(config.dataDir, 'files')),
     masterKey: nodeMasterKey(env, config.databasePath),
+    socketIp: (_req, b) => (b as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)?.incoming?.socket?.remoteAddress,
   });
   if (project.config.ai) gateway.context.provide(AI_CONFIG, project.config.ai);
   let generatedAdminKey: string | null;

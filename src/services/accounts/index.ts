@@ -102,6 +102,7 @@ export const accountsService = defineService({
     login: action({
       method: 'POST',
       auth: [],
+      ipLimited: true,
       summary: 'Credential-free local login (development; 403 when LOCAL_LOGIN=false)',
       input: z.object({
         city_id: cityIdSchema,
@@ -122,6 +123,7 @@ export const accountsService = defineService({
     'oauth/start': action({
       method: 'POST',
       auth: [],
+      ipLimited: true,
       summary: 'Start an OAuth login: answers the state to poll and the URL to send the user to',
       input: z.object({
         city_id: cityIdSchema,
@@ -142,6 +144,7 @@ export const accountsService = defineService({
     'oauth/result': action({
       method: 'GET',
       auth: [],
+      ipLimited: true,
       summary: 'Poll a login: pending, done (the user token, handed out once) or failed',
       input: z.object({ state: z.string().min(1).max(512) }),
       output: loginResult,

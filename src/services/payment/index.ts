@@ -119,6 +119,7 @@ export const paymentService = defineService({
     checkout: action({
       method: 'POST',
       auth: ['user'],
+      ipLimited: true,
       summary: 'Start a top-up: a pending payment and the provider’s checkout URL',
       errors: [502, 504],
       input: z.object({
