@@ -168,3 +168,18 @@ test('a TPM limit counts the tokens the upstream reported', async () => {
     await admin.post('/v1/env/remove', { key: 'RATE_LIMIT_USER_TPM' });
   }
 });
+
+test('by default guests get 60 logins per minute per address', async () => {
+  await freshWindow(30_000);
+  const gw = await startGateway({ env: { RATE_LIMIT_GUEST_RPM: undefined } });
+  try {
+    const a = client(gw.url, gw.adminKey);
+    await a.post('/v1/cities/create', { name: 'd', city_id: 'dflt' });
+    const statuses: number[] = [];
+    for (let i = 0; i < 61; i++) statuses.push((await call(gw.url, 'POST', '/v1/accounts/login', { body: { city_id: 'dflt' } })).status);
+    assert.equal(statuses.filter((s) => s === 200).length, 60);
+    assert.equal(statuses[60], 429);
+  } finally {
+    await gw.stop();
+  }
+});

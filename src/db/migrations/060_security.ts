@@ -32,4 +32,6 @@ export default [
    )`,
   // Per-city settings as JSON: { limits?, user_budget? }.
   `ALTER TABLE cities ADD COLUMN settings TEXT`,
+  // User budgets sum a user's spending since the start of the day or month.
+  `CREATE INDEX IF NOT EXISTS ledger_user_time ON ledger (city_id, user_id, created_at)`,
 ];
