@@ -21,6 +21,7 @@ export const METHODS = {
     'payments/me': 'GET',
     payments: 'GET',
     'payments/sync': 'POST',
+    refunds: 'GET',
   },
   usage: { me: 'GET', list: 'GET', summary: 'GET' },
   ai: {

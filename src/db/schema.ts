@@ -251,6 +251,23 @@ export interface MasterKeyCheckTable {
   created_at: number;
 }
 
+export interface PaymentRefundsTable {
+  refund_key: string;
+  payment_id: string;
+  city_id: string;
+  user_id: string;
+  provider: string;
+  kind: 'refund' | 'dispute';
+  amount: number;
+  currency: string | null;
+  credits_due: number;
+  credits_debited: number;
+  shortfall: number;
+  event_id: string | null;
+  entry_id: string;
+  created_at: number;
+}
+
 export interface MigrationsTable {
   name: string;
   applied_at: number;
@@ -276,5 +293,6 @@ export interface Schema {
   revocations: RevocationsTable;
   rate_counters: RateCountersTable;
   master_key_check: MasterKeyCheckTable;
+  payment_refunds: PaymentRefundsTable;
   _migrations: MigrationsTable;
 }

@@ -34,4 +34,24 @@ export default [
   `ALTER TABLE cities ADD COLUMN settings TEXT`,
   // User budgets sum a user's spending since the start of the day or month.
   `CREATE INDEX IF NOT EXISTS ledger_user_time ON ledger (city_id, user_id, created_at)`,
+  // Refunds and disputes: one row per provider refund (or dispute), keyed so a replay is a
+  // no-op; what the payment bought is debited, and what the balance could not cover is the shortfall.
+  `CREATE TABLE IF NOT EXISTS payment_refunds (
+     refund_key TEXT PRIMARY KEY NOT NULL,
+     payment_id TEXT NOT NULL,
+     city_id TEXT NOT NULL,
+     user_id TEXT NOT NULL,
+     provider TEXT NOT NULL,
+     kind TEXT NOT NULL,
+     amount INTEGER NOT NULL,
+     currency TEXT,
+     credits_due INTEGER NOT NULL,
+     credits_debited INTEGER NOT NULL,
+     shortfall INTEGER NOT NULL,
+     event_id TEXT,
+     entry_id TEXT NOT NULL,
+     created_at INTEGER NOT NULL
+   )`,
+  `CREATE INDEX IF NOT EXISTS payment_refunds_payment ON payment_refunds (payment_id)`,
+  `CREATE INDEX IF NOT EXISTS payment_refunds_city ON payment_refunds (city_id, created_at)`,
 ];
