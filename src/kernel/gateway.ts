@@ -20,6 +20,7 @@ import type { BlobStore } from './storage.ts';
 import { fetchHttp, type UpstreamHttp } from './http.ts';
 import { KeyRing } from './tokens.ts';
 import { secretsAtRest } from './secrets-boot.ts';
+import { MasterKeyError } from './secrets.ts';
 import { RateLimiter, type Admission } from './rate-limit.ts';
 import { METERING, type MeteringSink } from './metering.ts';
 import { openApiDocument } from './openapi.ts';
@@ -199,7 +200,14 @@ export function createGateway(opts: GatewayOptions): Gateway {
   app.use('*', (c, next) => (c.req.header('origin') ? corsMiddleware(c, next) : next()));
 
   app.use('*', async (_c, next) => {
-    await init();
+    await init().catch((e) => {
+      // A Worker cannot refuse to start: it refuses every request instead, changing nothing.
+      if (e instanceof MasterKeyError) {
+        log('error', 'refusing to serve: wrong master key', { error: e.message });
+        throw new GatewayError(503, 'master_key_mismatch', `The gateway refuses to start: ${e.message}`);
+      }
+      throw e;
+    });
     await env.fresh();
     await next();
   });
