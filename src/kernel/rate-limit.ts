@@ -18,6 +18,7 @@ import { GatewayError } from './errors.ts';
 import type { Identity } from './identity.ts';
 import type { RuntimeEnv } from './runtime-env.ts';
 import { sql } from 'kysely';
+import { CounterBatch } from './counter-batch.ts';
 
 const WINDOW_MS = 60_000;
 const DEFAULT_GUEST_RPM = 60;
@@ -57,11 +58,13 @@ export class RateLimiter {
   /** key → `window start:limit` it is known to be over in (refused without a query). */
   #over = new Map<string, string>();
   #sweptAt = Date.now();
+  #batch: CounterBatch;
 
   constructor(db: Db, env: RuntimeEnv, cities: CityStatusCache) {
     this.db = db;
     this.env = env;
     this.cities = cities;
+    this.#batch = new CounterBatch(db);
   }
 
   /** The client's IP: the socket's, or the TRUST_PROXY-th hop from the right of X-Forwarded-For. */
@@ -121,21 +124,8 @@ export class RateLimiter {
     for (const c of counters) {
       if (this.#over.get(c.key) === `${windowStart}:${c.limit}`) throw this.#refuse(c, c.limit + 1, resetMs, counters);
     }
-    let counts = new Map<string, number>();
-    if (counters.length) {
-      const rows = await this.db.kysely
-        .insertInto('rate_counters')
-        .values(counters.map((c) => ({ key: c.key, window_start: windowStart, n: c.add })))
-        .onConflict((oc) =>
-          oc.column('key').doUpdateSet({
-            n: sql<number>`CASE WHEN rate_counters.window_start = excluded.window_start THEN rate_counters.n + excluded.n ELSE excluded.n END`,
-            window_start: sql<number>`excluded.window_start`,
-          }),
-        )
-        .returning(['key', 'n'])
-        .execute();
-      counts = new Map(rows.map((r) => [r.key, Number(r.n)]));
-    }
+    const counted = await Promise.all(counters.map((c) => this.#batch.add(c.key, c.add, windowStart)));
+    const counts = new Map(counters.map((c, i) => [c.key, counted[i]]));
     for (const c of counters) {
       const n = counts.get(c.key) ?? 0;
       const over = c.kind === 'requests' ? n > c.limit : n >= c.limit;
@@ -194,16 +184,7 @@ export class RateLimiter {
     if (keys.length === 0) return;
     const now = Date.now();
     const windowStart = now - (now % WINDOW_MS);
-    await this.db.kysely
-      .insertInto('rate_counters')
-      .values(keys.map((key) => ({ key, window_start: windowStart, n: tokens })))
-      .onConflict((oc) =>
-        oc.column('key').doUpdateSet({
-          n: sql<number>`CASE WHEN rate_counters.window_start = excluded.window_start THEN rate_counters.n + excluded.n ELSE excluded.n END`,
-          window_start: sql<number>`excluded.window_start`,
-        }),
-      )
-      .execute();
+    await Promise.all(keys.map((key) => this.#batch.add(key, tokens, windowStart)));
   }
 
   #headers(counters: Counter[], counts: Map<string, number>, resetMs: number): Record<string, string> {
