@@ -1,7 +1,7 @@
 // The master key of secrets at rest on Node: CITYGATE_MASTER_KEY, else a key generated on
 // first boot into `<database>.master-key` (mode 0600) next to the database. Processes
-// booting at once race on an exclusive create: one writes the file, the others read it.
-import { readFileSync, writeFileSync } from 'node:fs';
+// booting at once race on an atomic link: one process's key lands, the others read it.
+import { linkSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { generateMasterKey } from '../../kernel/secrets.ts';
 
 export function nodeMasterKey(env: NodeJS.ProcessEnv, databasePath: string): { material: string; source: string } {
@@ -12,10 +12,16 @@ export function nodeMasterKey(env: NodeJS.ProcessEnv, databasePath: string): { m
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw e;
   }
+  // Written whole to a private temporary file, then linked into place: link() fails if the
+  // file exists, so exactly one process's key lands, and nobody ever reads a half-written file.
+  const tmp = `${file}.${process.pid}.${Date.now()}.tmp`;
+  writeFileSync(tmp, `${generateMasterKey()}\n`, { flag: 'wx', mode: 0o600 });
   try {
-    writeFileSync(file, `${generateMasterKey()}\n`, { flag: 'wx', mode: 0o600 });
+    linkSync(tmp, file);
   } catch (e) {
     if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+  } finally {
+    rmSync(tmp, { force: true });
   }
   return { material: readFileSync(file, 'utf8').trim(), source: file };
 }
