@@ -38,9 +38,11 @@ export type RefundOutcome = 'refunded' | 'already_refunded' | 'unknown_payment' 
 
 /** The credits due for refunding `amount` of a payment, capped by what it bought minus what was already taken back. */
 function creditsDue(p: PaymentsTable, amount: number, alreadyDue: number): number {
+  // What the payment actually credited (an underpaid checkout credits less than it asked for).
+  const bought = p.credited ?? p.credits;
   const paid = p.amount_paid ?? p.amount;
-  const proportional = paid > 0 ? Math.round((p.credits * Math.min(amount, paid)) / paid) : p.credits;
-  return Math.max(0, Math.min(p.credits - alreadyDue, proportional));
+  const proportional = paid > 0 ? Math.round((bought * Math.min(amount, paid)) / paid) : bought;
+  return Math.max(0, Math.min(bought - alreadyDue, proportional));
 }
 
 export async function applyRefund(gw: GatewayContext, provider: MethodId, f: RefundFacts, eventId: string, find: (paymentId: string | null, ref: string | null) => Promise<PaymentsTable | undefined>): Promise<{ outcome: RefundOutcome; paymentId: string | null; shortfall?: number }> {
