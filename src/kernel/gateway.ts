@@ -22,7 +22,7 @@ import { KeyRing } from './tokens.ts';
 import { secretsAtRest } from './secrets-boot.ts';
 import { MasterKeyError } from './secrets.ts';
 import { RateLimiter, type Admission } from './rate-limit.ts';
-import { METERING, type MeteringSink } from './metering.ts';
+import { METERING, type MeterRecord, type MeteringSink } from './metering.ts';
 import { openApiDocument } from './openapi.ts';
 import { SCALAR_CDN, docsPage } from './docs.ts';
 
@@ -111,8 +111,8 @@ export function createGateway(opts: GatewayOptions): Gateway {
     log,
     config,
     services,
-    provide: (name, impl) => void capabilities.set(name, impl),
-    use: <T>(name: string) => (name === METERING ? meteringWithLimits : capabilities.get(name)) as T | undefined,
+    provide: (name, impl) => void capabilities.set(name, name === METERING ? withTokenCounting(impl as MeteringSink) : impl),
+    use: <T>(name: string) => (capabilities.get(name) ?? (name === METERING ? tokenCounter : undefined)) as T | undefined,
     waitUntil(p) {
       const tracked = p.catch((e) => log('error', 'background work failed', { error: String(e) })).finally(() => pending.delete(tracked));
       pending.add(tracked);
@@ -131,14 +131,20 @@ export function createGateway(opts: GatewayOptions): Gateway {
     },
   };
 
-  // Meter records also feed the token limits (tokens actually used), whether or not a
-  // usage service is mounted to keep them.
-  const meteringWithLimits: MeteringSink = {
-    record(r) {
-      if (r.identity === 'user' && (r.input_tokens || r.output_tokens)) context.waitUntil(limits.countTokens(r));
-      (capabilities.get(METERING) as MeteringSink | undefined)?.record(r);
-    },
+  // Meter records also feed the token limits (tokens actually used), whether or not a usage
+  // service is mounted to keep them: its sink is wrapped (everything else it offers, as is).
+  const countTokens = (r: MeterRecord) => {
+    if (r.identity === 'user' && (r.input_tokens || r.output_tokens)) context.waitUntil(limits.countTokens(r));
   };
+  const tokenCounter: MeteringSink = { record: countTokens };
+  const withTokenCounting = (sink: MeteringSink): MeteringSink =>
+    new Proxy(sink, {
+      get(target, prop) {
+        if (prop === 'record') return (r: MeterRecord) => (countTokens(r), target.record(r));
+        const v = Reflect.get(target, prop, target);
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
 
   let initPromise: Promise<InitResult> | null = null;
   const init = () =>
