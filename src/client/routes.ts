@@ -10,7 +10,7 @@ export const METHODS = {
   cities: { list: 'GET', current: 'GET', get: 'GET', create: 'POST', pause: 'POST', activate: 'POST', remove: 'POST', 'tokens/apply': 'POST', update: 'POST', 'tokens/revoke': 'POST', 'keys/rotate': 'POST' },
   bureaus: { create: 'POST', list: 'GET', revoke: 'POST' },
   accounts: { providers: 'GET', login: 'POST', 'oauth/start': 'POST', 'oauth/callback': 'GET', 'oauth/result': 'GET', logout: 'POST', me: 'GET', users: 'GET' },
-  balance: { me: 'GET', history: 'GET', list: 'GET', ledger: 'GET', adjust: 'POST' },
+  balance: { me: 'GET', history: 'GET', list: 'GET', get: 'GET', ledger: 'GET', adjust: 'POST' },
   payment: {
     methods: 'GET',
     checkout: 'POST',
@@ -23,7 +23,7 @@ export const METHODS = {
     'payments/sync': 'POST',
     refunds: 'GET',
   },
-  usage: { me: 'GET', list: 'GET', summary: 'GET' },
+  usage: { me: 'GET', list: 'GET', summary: 'GET', stats: 'GET' },
   ai: {
     models: 'GET',
     text: 'POST',

@@ -25,6 +25,7 @@ import { RateLimiter, type Admission } from './rate-limit.ts';
 import { METERING, type MeterRecord, type MeteringSink } from './metering.ts';
 import { openApiDocument } from './openapi.ts';
 import { SCALAR_CDN, docsPage } from './docs.ts';
+import { serveConsole, type ConsoleAssets } from './console.ts';
 
 export interface GatewayOptions {
   db: Db;
@@ -52,6 +53,8 @@ export interface GatewayOptions {
   masterKey?: { material: string; source: string } | null;
   /** The address of the connection's peer (Node: the socket; Workers: CF-Connecting-IP). */
   socketIp?: (req: Request, platform: unknown) => string | null | undefined;
+  /** The admin console's built files for /console (Node: console/dist; Workers: static assets). */
+  consoleAssets?: ConsoleAssets;
 }
 
 export interface InitResult {
@@ -172,6 +175,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     await next();
     // Time spent in citygate, upstream waits excluded (for a stream: up to its first byte).
     const overhead = Math.max(0, performance.now() - started - timing.upstreamMs);
+    timing.overheadMs = overhead; // a stream's usage record, written after its last chunk, reports this
     const requestId = c.get('requestId' as never) as string | undefined;
     try {
       c.res.headers.set('x-citygate-overhead-ms', overhead.toFixed(2));
@@ -255,6 +259,9 @@ export function createGateway(opts: GatewayOptions): Gateway {
     if (!body) throw notFound('route_not_found', 'The docs script is not bundled with this deployment.');
     return new Response(body, { headers: { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'public, max-age=86400' } });
   });
+
+  app.get('/console/*', async (c) => (await serveConsole(c.req.path, opts.consoleAssets)) ?? c.notFound());
+  app.get('/console', async (c) => (await serveConsole(c.req.path, opts.consoleAssets))!);
 
   app.all('/v1/*', (c) => dispatch(c));
 

@@ -18,6 +18,7 @@ import { isEventStream, writeEventStream } from './event-stream.ts';
 import { bufferedLines } from './log-writer.ts';
 import { undiciHttp } from './upstream-http.ts';
 import { nodeMasterKey } from './master-key.ts';
+import { nodeConsoleAssets } from './console-assets.ts';
 
 // Scalar's self-contained browser build, next to the package's entry point.
 const scalarScript = async () => {
@@ -51,6 +52,7 @@ export async function startNodeServer(
     logger,
     config: { localLogin: config.localLogin },
     docsScript: scalarScript,
+    consoleAssets: nodeConsoleAssets(),
     http,
     jobs,
     storage: new LocalFileStore(join(config.dataDir, 'files')),
