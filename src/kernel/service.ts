@@ -45,6 +45,8 @@ export interface ActionDef<S extends z.ZodType = z.ZodType, R = unknown, O exten
   /** 'raw' leaves the body unparsed (multipart uploads, signed webhooks). */
   body?: 'json' | 'raw';
   maxBodyBytes?: number;
+  /** Counted per client IP against RATE_LIMIT_GUEST_RPM (login, OAuth, checkout; never webhooks). */
+  ipLimited?: boolean;
   summary?: string;
   description?: string;
   /** Response schema: documents the JSON answer in /openapi.json and types it for the client

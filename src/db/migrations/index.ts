@@ -9,6 +9,7 @@ import usageOverhead from './036_usage_overhead.ts';
 import upstreams from './040_upstreams.ts';
 import type { Kysely } from 'kysely';
 import type { Statement } from '../database.ts';
+import security from './060_security.ts';
 
 export interface Migration {
   name: string;
@@ -24,4 +25,5 @@ export const migrations: Migration[] = [
   { name: '031_money_leaks', statements: moneyLeaks },
   { name: '036_usage_overhead', statements: usageOverhead },
   { name: '040_upstreams', statements: upstreams },
+  { name: '060_security', statements: security },
 ];
