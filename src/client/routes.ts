@@ -28,6 +28,7 @@ export const METHODS = {
     text: 'POST',
     stream: 'POST',
     'chat/completions': 'POST',
+    embeddings: 'POST',
     'image/create': 'POST',
     'image/result': 'POST',
     video: 'POST',

@@ -242,6 +242,20 @@ describe("media", () => {
     await assert.rejects(client.videos.retrieve("video_nope"), (e: unknown) => e instanceof OpenAI.NotFoundError);
   });
 
+  test("embeddings: the client's default base64 and explicit float decode to the same unit vectors; token arrays; dimensions", async () => {
+    const b64 = await client.embeddings.create({ model: "text-embedding-3-small", input: ["hello world", "a b c"] });
+    assert.equal(b64.data.length, 2);
+    assert.equal(b64.data[0].embedding.length, 1536);
+    assert.equal((stub.requests.at(-1)!.body as any).encoding_format, "base64", "the openai client asks for base64");
+    const flt = await client.embeddings.create({ model: "text-embedding-3-small", input: ["hello world", "a b c"], encoding_format: "float" });
+    assert.deepEqual(flt.data[1].embedding, b64.data[1].embedding);
+    assert.ok(Math.abs(flt.data[0].embedding.reduce((s, x) => s + x * x, 0) - 1) < 1e-4, "unit length");
+    assert.deepEqual([flt.usage.prompt_tokens, flt.usage.total_tokens], [5, 5]);
+    const tok = await client.embeddings.create({ model: "text-embedding-3-large", input: [[1, 2, 3], [4]], dimensions: 8 });
+    assert.deepEqual([tok.data[0].embedding.length, tok.usage.prompt_tokens], [8, 4]);
+    await assert.rejects(client.embeddings.create({ model: "text-embedding-3-small", input: [] }), (e: unknown) => e instanceof OpenAI.BadRequestError);
+  });
+
   test("models list", async () => {
     const ids = [];
     for await (const m of client.models.list()) ids.push(m.id);

@@ -9,6 +9,11 @@
 // Every /v1 route needs `Authorization: Bearer <opts.apiKey>` (default "sk-stub"), else 401
 // in OpenAI's error shape. Routes:
 //   POST /v1/chat/completions          JSON or SSE (stream: true); tools; response_format
+//   POST /v1/embeddings                input: string | string[] | token array | token arrays;
+//                                      encoding_format float (default) | base64 (little-endian
+//                                      float32); dimensions (text-embedding-3-* only; default
+//                                      1536, 3072 for -large); deterministic unit vectors;
+//                                      usage.prompt_tokens = Σ words(string) or token-array length
 //   GET  /v1/models, /v1/models/{id}
 //   POST /v1/images/generations        b64_json (default) or url (response_format "url", and
 //                                      the default for dall-e-*) → GET /files/images/{name}.png
@@ -145,6 +150,8 @@ type Ctx = {
 
 const MODELS = [
   "gpt-4o-mini",
+  "text-embedding-3-small",
+  "text-embedding-3-large",
   "gpt-4o",
   "gpt-4.1-mini",
   "gpt-image-1",
@@ -302,6 +309,40 @@ export async function startOpenAIStub(opts: OpenAIStubOptions = {}): Promise<Ope
       res.write(events[i]);
     }
     res.end(events.slice(streamSlowChunks + 1).join(""));
+  }
+
+  // ---- embeddings ----------------------------------------------------------------------
+  function embeddings(ctx: Ctx, body: Record<string, unknown>): void {
+    if (typeof body.model !== "string" || !body.model) return sendError(ctx, missingParam("model"));
+    const input = body.input;
+    const isTokens = (x: unknown): x is number[] => Array.isArray(x) && x.length > 0 && x.every((t) => Number.isInteger(t) && (t as number) >= 0);
+    let items: (string | number[])[];
+    if (typeof input === "string") items = [input];
+    else if (isTokens(input)) items = [input];
+    else if (Array.isArray(input) && input.length > 0 && input.every((x) => typeof x === "string" || isTokens(x))) items = input as (string | number[])[];
+    else return sendError(ctx, invalidValue("input", "'$.input' is invalid. Please check the API reference: https://platform.openai.com/docs/api-reference."));
+    if (items.some((x) => x === "")) return sendError(ctx, invalidValue("input", "'$.input' is invalid: empty strings are not allowed."));
+    const format = body.encoding_format ?? "float";
+    if (format !== "float" && format !== "base64") {
+      return sendError(ctx, invalidValue("encoding_format", `Invalid value: '${String(format)}'. Supported values are: 'float' and 'base64'.`));
+    }
+    const full = body.model.endsWith("-large") ? 3072 : 1536;
+    let dims = full;
+    if (body.dimensions !== undefined) {
+      if (!body.model.startsWith("text-embedding-3")) return sendError(ctx, invalidValue("dimensions", "This model does not support specifying dimensions."));
+      if (!Number.isInteger(body.dimensions) || (body.dimensions as number) < 1 || (body.dimensions as number) > full) {
+        return sendError(ctx, invalidValue("dimensions", `Invalid 'dimensions': expected an integer between 1 and ${full}.`));
+      }
+      dims = body.dimensions as number;
+    }
+    let prompt = 0;
+    const data = items.map((x, index) => {
+      prompt += typeof x === "string" ? countWords(x) : x.length;
+      const v = stubVector(typeof x === "string" ? x : x.join(","), dims);
+      const embedding = format === "base64" ? Buffer.from(new Float32Array(v).buffer).toString("base64") : v;
+      return { object: "embedding", index, embedding };
+    });
+    sendJson(ctx, 200, JSON.stringify({ object: "list", data, model: body.model, usage: { prompt_tokens: prompt, total_tokens: prompt } }));
   }
 
   // ---- images --------------------------------------------------------------------------
@@ -517,6 +558,8 @@ export async function startOpenAIStub(opts: OpenAIStubOptions = {}): Promise<Ope
       if (failure) return sendError(ctx, failure);
       if (b.model === "stub-slow" && !(await wait(ctx.res, slowMs))) return;
       switch (path) {
+        case "/v1/embeddings":
+          return embeddings(ctx, b);
         case "/v1/images/generations":
           return imagesGenerations(ctx, b);
         case "/v1/audio/speech":
@@ -616,3 +659,19 @@ export async function startOpenAIStub(opts: OpenAIStubOptions = {}): Promise<Ope
 }
 
 export { countWords, promptTokens, words, messageText } from "./openai-chat.ts";
+
+/** The stub's embedding of a text: a deterministic unit vector (float32-exact values). */
+export function stubVector(text: string, dims: number): number[] {
+  let h = 2166136261;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 16777619);
+  const v: number[] = [];
+  let norm = 0;
+  for (let i = 0; i < dims; i++) {
+    h = Math.imul(h ^ (h >>> 15), 2246822507) ^ i;
+    const x = ((h >>> 0) % 2001) / 1000 - 1;
+    v.push(x);
+    norm += x * x;
+  }
+  const n = Math.sqrt(norm) || 1;
+  return Array.from(new Float32Array(v.map((x) => x / n)));
+}

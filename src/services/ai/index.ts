@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { notFound } from '../../kernel/errors.ts';
 import { action, defineService } from '../../kernel/service.ts';
 import { chatCompletions, chatInput } from './chat/index.ts';
+import { embeddings, embeddingsInput } from './embeddings.ts';
 import { imageCreate, imageCreateInput, imageResult, jobIdInput, runImage, runVideo, video, videoInput } from './jobs.ts';
 import { asr, ASR_MAX_BYTES, asrJson, tts, ttsInput } from './media.ts';
 import { modesOf, pricesOf } from './prices.ts';
@@ -39,6 +40,8 @@ const modelEntry = z
   .object({ id: z.string(), name: z.string(), description: z.string(), modalities: z.array(z.string()), tags: z.array(z.string()), meta: z.record(z.string(), z.unknown()) })
   .loose();
 
+const openaiModel = z.object({ id: z.string(), object: z.literal('model'), created: z.number(), owned_by: z.string() });
+
 const FILE_KEY = /^ai\/[A-Za-z0-9_-]{1,64}\/[A-Za-z0-9_-]{16,64}\.[a-z0-9]{1,5}$/;
 
 export const aiService = defineService({
@@ -70,12 +73,13 @@ export const aiService = defineService({
     models: action({
       method: 'GET',
       auth: ['user', 'admin', 'bureau'],
-      summary: 'Model catalog (callable models; the admin sees every registered model)',
-      output: z.object({ items: z.array(modelEntry) }),
+      summary: 'Model catalog (callable models; the admin sees every registered model), also as an OpenAI model list',
+      output: z.object({ items: z.array(modelEntry), object: z.literal('list'), data: z.array(openaiModel) }),
       handler: ({ gateway: gw, identity }) => {
         const reg = registryOf(gw);
         const admin = identity.kind === 'admin';
         const items = [];
+        const data = [];
         for (const m of reg.all(gw.env)) {
           const modalities = modesOf(gw, m);
           const available = reg.missing(gw.env, m).length === 0 && modalities.length > 0;
@@ -86,8 +90,10 @@ export const aiService = defineService({
               ? { ...base, env_requirements: reg.requirements(m), default_modes: m.modes, price: pricesOf(gw, m), available, provider: m.provider, upstream: m.upstream }
               : base,
           );
+          // The OpenAI list shape, so `client.models.list()` sees the same models.
+          data.push({ id: m.id, object: 'model' as const, created: 0, owned_by: m.provider });
         }
-        return { items };
+        return { items, object: 'list' as const, data };
       },
     }),
     text: action({ method: 'POST', auth: callers, input: textInput, output: textMessage, errors: UPSTREAM, summary: 'Generate one assistant message', handler: text }),
@@ -101,6 +107,16 @@ export const aiService = defineService({
       errors: UPSTREAM,
       summary: 'OpenAI Chat Completions (JSON and SSE)',
       handler: chatCompletions,
+    }),
+    embeddings: action({
+      method: 'POST',
+      auth: callers,
+      input: embeddingsInput,
+      maxBodyBytes: 8 * 1024 * 1024,
+      produces: ['application/json'],
+      errors: UPSTREAM,
+      summary: 'OpenAI Embeddings (strings or token arrays; float or base64)',
+      handler: embeddings,
     }),
     'image/create': action({ method: 'POST', auth: callers, input: imageCreateInput, output: job, errors: UPSTREAM, summary: 'Start an image generation job', handler: imageCreate }),
     'image/result': action({ method: 'POST', auth: callers, input: jobIdInput, output: job, summary: 'Poll an image job', handler: imageResult }),
