@@ -6,6 +6,7 @@ import { notFound } from '../../kernel/errors.ts';
 import { action, defineService } from '../../kernel/service.ts';
 import { chatCompletions, chatInput } from './chat/index.ts';
 import { embeddings, embeddingsInput } from './embeddings.ts';
+import { anthropicError, countTokens, countTokensInput, messages, messagesInput } from './messages/index.ts';
 import { imageCreate, imageCreateInput, imageResult, jobIdInput, runImage, runVideo, video, videoInput } from './jobs.ts';
 import { asr, ASR_MAX_BYTES, asrJson, tts, ttsInput } from './media.ts';
 import { modesOf, pricesOf } from './prices.ts';
@@ -41,6 +42,33 @@ const modelEntry = z
   .loose();
 
 const openaiModel = z.object({ id: z.string(), object: z.literal('model'), created: z.number(), owned_by: z.string() });
+
+// The Messages API as the Anthropic SDK and Claude Code call it: the user token as a bearer
+// token or as x-api-key, errors in Anthropic's shape. Served at /v1/ai/messages and at
+// /v1/ai/v1/messages (those clients append /v1/messages to their base URL).
+const messagesAction = action({
+  method: 'POST',
+  auth: callers,
+  input: messagesInput,
+  credentialHeader: 'x-api-key',
+  formatError: anthropicError,
+  maxBodyBytes: 32 * 1024 * 1024,
+  produces: ['application/json', 'text/event-stream'],
+  errors: UPSTREAM,
+  summary: 'Anthropic Messages API (JSON and SSE)',
+  handler: messages,
+});
+const countTokensAction = action({
+  method: 'POST',
+  auth: callers,
+  input: countTokensInput,
+  credentialHeader: 'x-api-key',
+  formatError: anthropicError,
+  maxBodyBytes: 32 * 1024 * 1024,
+  output: z.object({ input_tokens: z.number() }),
+  summary: 'Anthropic Messages API token count (exact on Anthropic upstreams, estimated on the others; free)',
+  handler: countTokens,
+});
 
 const FILE_KEY = /^ai\/[A-Za-z0-9_-]{1,64}\/[A-Za-z0-9_-]{16,64}\.[a-z0-9]{1,5}$/;
 
@@ -118,6 +146,10 @@ export const aiService = defineService({
       summary: 'OpenAI Embeddings (strings or token arrays; float or base64)',
       handler: embeddings,
     }),
+    messages: messagesAction,
+    'messages/count_tokens': countTokensAction,
+    'v1/messages': messagesAction,
+    'v1/messages/count_tokens': countTokensAction,
     'image/create': action({ method: 'POST', auth: callers, input: imageCreateInput, output: job, errors: UPSTREAM, summary: 'Start an image generation job', handler: imageCreate }),
     'image/result': action({ method: 'POST', auth: callers, input: jobIdInput, output: job, summary: 'Poll an image job', handler: imageResult }),
     video: action({ method: 'POST', auth: callers, input: videoInput, output: job, errors: UPSTREAM, summary: 'Start a video job ({model, prompt}) or poll one ({job_id})', handler: video }),
