@@ -29,6 +29,7 @@ export const METHODS = {
     stream: 'POST',
     'chat/completions': 'POST',
     embeddings: 'POST',
+    responses: 'POST',
     messages: 'POST',
     'messages/count_tokens': 'POST',
     'v1/messages': 'POST',

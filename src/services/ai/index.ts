@@ -6,6 +6,7 @@ import { notFound } from '../../kernel/errors.ts';
 import { action, defineService } from '../../kernel/service.ts';
 import { chatCompletions, chatInput } from './chat/index.ts';
 import { embeddings, embeddingsInput } from './embeddings.ts';
+import { responses, responsesInput } from './responses/index.ts';
 import { anthropicError, countTokens, countTokensInput, messages, messagesInput } from './messages/index.ts';
 import { imageCreate, imageCreateInput, imageResult, jobIdInput, runImage, runVideo, video, videoInput } from './jobs.ts';
 import { asr, ASR_MAX_BYTES, asrJson, tts, ttsInput } from './media.ts';
@@ -145,6 +146,16 @@ export const aiService = defineService({
       errors: UPSTREAM,
       summary: 'OpenAI Embeddings (strings or token arrays; float or base64)',
       handler: embeddings,
+    }),
+    responses: action({
+      method: 'POST',
+      auth: callers,
+      input: responsesInput,
+      maxBodyBytes: 32 * 1024 * 1024,
+      produces: ['application/json', 'text/event-stream'],
+      errors: UPSTREAM,
+      summary: 'OpenAI Responses API, stateless (JSON and SSE)',
+      handler: responses,
     }),
     messages: messagesAction,
     'messages/count_tokens': countTokensAction,
