@@ -47,7 +47,7 @@ export interface ApiWorld {
 }
 
 export async function startApiWorld(): Promise<ApiWorld> {
-  const openai = await startOpenAIStub();
+  const openai = await startOpenAIStub({ streamSlowMs: 60 });
   const anthropic = await startAnthropicStub();
   const dir = tempDir('citygate-apis-');
   writeFileSync(join(dir, 'citygate.config.ts'), CONFIG);
@@ -56,14 +56,14 @@ export async function startApiWorld(): Promise<ApiWorld> {
     env: {
       TEXTPROVIDER_API_KEY: 'sk-stub',
       TEXTPROVIDER_BASE_URL: openai.url,
-      TEXTPROVIDER_MODELS: 'stub-model',
+      TEXTPROVIDER_MODELS: 'stub-model,stub-stream-slow',
       OPENAI_API_KEY: 'sk-stub',
       OPENAI_BASE_URL: openai.url,
       CLAUDE_STUB_KEY: anthropic.apiKey,
       CLAUDE_STUB_URL: anthropic.url,
       BALANCE_INITIAL_CREDITS: '1000000',
       USAGE_FLUSH_MS: '20',
-      MODEL_PRICES: JSON.stringify({ 'stub-model': PRICE, 'embed-small': PRICE, 'embed-sdk': PRICE, claude: PRICE, 'openai/text-embedding-3-small': PRICE }),
+      MODEL_PRICES: JSON.stringify({ 'stub-model': PRICE, 'stub-stream-slow': PRICE, 'embed-small': PRICE, 'embed-sdk': PRICE, claude: PRICE, 'openai/text-embedding-3-small': PRICE }),
     },
   });
   const admin = client(gw.url, gw.adminKey);

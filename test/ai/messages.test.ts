@@ -173,6 +173,46 @@ describe('Messages API on a chat/completions-only upstream (translated)', () => 
     assert.deepEqual((lastChat().body as any).stop, ['END']);
   });
 
+  test('concurrent streams of one user: each charged exactly once by its reported usage', async () => {
+    const t = await w.user('xlate-many');
+    const b0 = await w.balance(t);
+    const prompts = ['a', 'b c', 'd e f', 'g h i j', 'k l m n o', 'p q r s t u'];
+    const sdk = sdkFor(t);
+    const finals = await Promise.all(prompts.map((p) => sdk.messages.stream({ model: 'stub-model', max_tokens: 100, messages: [{ role: 'user', content: p }] }).finalMessage()));
+    let want = 0;
+    prompts.forEach((p, i) => {
+      const input = countWords(p) + 3; // the stub's prompt_tokens for one user message
+      const output = countWords(`Hello from stub: ${p}`);
+      assert.deepEqual([finals[i].usage.input_tokens, finals[i].usage.output_tokens], [input, output]);
+      want += cost(input, output);
+    });
+    assert.equal(await w.balanceBecomes(t, b0 - want), b0 - want);
+    const recs = await w.records(t, prompts.length);
+    assert.equal(recs.length, prompts.length);
+    assert.equal(recs.reduce((s: number, r: any) => s + r.credits, 0), want);
+    assert.ok(recs.every((r: any) => r.status === 'ok' && r.mode === 'messages'));
+  });
+
+  test('a client abort mid-stream: the upstream call is aborted, the hold released, what was relayed charged and recorded as aborted', async () => {
+    const t = await w.user('xlate-abort');
+    const b0 = await w.balance(t);
+    const gone = w.openai.disconnects;
+    const ac = new AbortController();
+    const s = sdkFor(t).messages.stream({ model: 'stub-stream-slow', max_tokens: 1000, messages: [{ role: 'user', content: 'go' }] }, { signal: ac.signal });
+    let n = 0;
+    s.on('text', () => {
+      if (++n === 3) ac.abort();
+    });
+    await s.done().catch(() => {});
+    const [rec] = await w.records(t, 1);
+    assert.deepEqual([rec.mode, rec.status, rec.error_code], ['messages', 'aborted', 'client_closed_request']);
+    assert.ok(rec.output_tokens >= 3 && rec.output_tokens < 20, `output estimated from what was relayed: ${rec.output_tokens}`);
+    assert.equal(b0 - (await w.balanceBecomes(t, b0 - rec.credits)), rec.credits, 'charged the recorded amount, not the 1000-token hold');
+    assert.ok(rec.credits > 0 && rec.credits < cost(0, 1000));
+    for (const end = Date.now() + 3000; w.openai.disconnects === gone && Date.now() < end; ) await new Promise((r) => setTimeout(r, 20));
+    assert.equal(w.openai.disconnects, gone + 1, 'the upstream request was aborted');
+  });
+
   test('count_tokens is an estimate and free', async () => {
     const t = await w.user('xlate-count');
     const b0 = await w.balance(t);

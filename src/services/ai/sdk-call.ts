@@ -32,6 +32,15 @@ export function usedOf(u: LanguageModelUsage | undefined): Used {
   return { input_tokens: u?.inputTokens ?? 0, output_tokens: u?.outputTokens ?? 0, cached_tokens: u?.inputTokenDetails?.cacheReadTokens ?? 0 };
 }
 
+const reported = (u: LanguageModelUsage | undefined) => u?.inputTokens != null || u?.outputTokens != null;
+
+/**
+ * When the upstream reported no usage (a stream cut short, an upstream that omits it), the
+ * call is charged the best estimate of what it consumed, as chat/completions is: the input at
+ * ~4 UTF-8 bytes per token, one output token per relayed text piece (or per 4 characters).
+ */
+const estimate = (inputBytes: number, output: number): Used => ({ input_tokens: Math.ceil(inputBytes / 4), output_tokens: output, cached_tokens: 0 });
+
 const settings = (r: Resolved, q: SdkRequest, signal: AbortSignal) => ({
   model: r.adapter.languageModel(r.call, r.model.upstream),
   ...q,
@@ -41,12 +50,13 @@ const settings = (r: Resolved, q: SdkRequest, signal: AbortSignal) => ({
 });
 
 /** generateText with the call settled: its result, or a GatewayError thrown. */
-export async function sdkGenerate(ctx: ActionContext<unknown>, r: Resolved, call: AiCall, q: SdkRequest) {
+export async function sdkGenerate(ctx: ActionContext<unknown>, r: Resolved, call: AiCall, q: SdkRequest, inputBytes: number) {
   const d = deadline(ctx.signal, upstreamTimeoutMs(ctx.gateway));
   const t0 = performance.now();
   try {
     const res = await generateText(settings(r, q, d.signal) as Parameters<typeof generateText>[0]);
-    const used = usedOf(res.totalUsage ?? res.usage);
+    const u = res.totalUsage ?? res.usage;
+    const used = reported(u) ? usedOf(u) : estimate(inputBytes, Math.ceil(res.text.length / 4));
     await call.finish('ok', used);
     return { res, used };
   } catch (e) {
@@ -76,7 +86,7 @@ const enc = new TextEncoder();
  * stream that carries an error. The call is settled once: by the upstream's usage at the end,
  * or as aborted / failed with what was reported so far.
  */
-export async function sdkStream(ctx: ActionContext<unknown>, r: Resolved, call: AiCall, q: SdkRequest, w: StreamWriter): Promise<Response> {
+export async function sdkStream(ctx: ActionContext<unknown>, r: Resolved, call: AiCall, q: SdkRequest, inputBytes: number, w: StreamWriter): Promise<Response> {
   const d = deadline(ctx.signal, upstreamTimeoutMs(ctx.gateway));
   const t0 = performance.now();
   const result = streamText(settings(r, q, d.signal) as Parameters<typeof streamText>[0]);
@@ -100,14 +110,15 @@ export async function sdkStream(ctx: ActionContext<unknown>, r: Resolved, call: 
   ctx.timing.upstreamMs += performance.now() - t0;
   d.stopTimer();
 
-  let used: Used = usedOf(undefined);
+  let used: Used | null = null;
+  let pieces = 0;
   let finishReason = 'stop';
   let settled = false;
   const settle = (status: 'ok' | 'error' | 'aborted', code?: string) => {
     if (settled) return;
     settled = true;
     d.clear();
-    ctx.gateway.waitUntil(call.finish(status, used, code));
+    ctx.gateway.waitUntil(call.finish(status, used ?? estimate(inputBytes, pieces), code));
   };
   async function* parts() {
     yield* head;
@@ -132,7 +143,7 @@ export async function sdkStream(ctx: ActionContext<unknown>, r: Resolved, call: 
           for (;;) {
             const n = await gen.next();
             if (n.done) {
-              if (!done) controller.enqueue(enc.encode(w.end(used, finishReason)));
+              if (!done) controller.enqueue(enc.encode(w.end(used ?? estimate(inputBytes, pieces), finishReason)));
               controller.close();
               settle(ctx.signal.aborted ? 'aborted' : 'ok');
               return;
@@ -140,10 +151,11 @@ export async function sdkStream(ctx: ActionContext<unknown>, r: Resolved, call: 
             const p = n.value;
             if (p.type === 'error') throw p.error;
             if (p.type === 'finish') {
-              used = usedOf(p.totalUsage);
+              if (reported(p.totalUsage)) used = usedOf(p.totalUsage);
               finishReason = p.finishReason;
               continue;
             }
+            if (p.type === 'text-delta' || p.type === 'tool-call') pieces++;
             const out = w.part(p);
             if (out) {
               controller.enqueue(enc.encode(out));

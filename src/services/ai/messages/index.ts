@@ -62,8 +62,8 @@ export async function messages(ctx: ActionContext<MessagesInput>): Promise<Respo
   }
 
   const id = `msg_${ctx.requestId}`;
-  if (stream) return sdkStream(ctx as ActionContext<unknown>, r, call, q!, messageStream(id, input.model));
-  const { res, used } = await sdkGenerate(ctx as ActionContext<unknown>, r, call, q!);
+  if (stream) return sdkStream(ctx as ActionContext<unknown>, r, call, q!, raw.byteLength, messageStream(id, input.model));
+  const { res, used } = await sdkGenerate(ctx as ActionContext<unknown>, r, call, q!, raw.byteLength);
   return Response.json(messageJson(id, input.model, res, used));
 }
 

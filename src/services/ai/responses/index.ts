@@ -42,7 +42,7 @@ export async function responses(ctx: ActionContext<ResponsesInput>): Promise<Res
   }
 
   const meta = { id: `resp_${ctx.requestId}`, model: input.model, createdAt: Math.floor(Date.now() / 1000), input };
-  if (stream) return sdkStream(ctx as ActionContext<unknown>, r, call, q!, responseStream(meta));
-  const { res, used } = await sdkGenerate(ctx as ActionContext<unknown>, r, call, q!);
+  if (stream) return sdkStream(ctx as ActionContext<unknown>, r, call, q!, raw.byteLength, responseStream(meta));
+  const { res, used } = await sdkGenerate(ctx as ActionContext<unknown>, r, call, q!, raw.byteLength);
   return Response.json(responseJson(meta, res, used));
 }
