@@ -1,6 +1,7 @@
 // Setup of the client-API tests (models list, embeddings, Responses, Messages): citygate in
-// front of two stub upstreams — the OpenAI stub as an OpenAI-compatible upstream that serves
-// only chat/completions and embeddings, and the Anthropic stub (the Messages API) — with
+// front of stub upstreams — the OpenAI stub as an OpenAI-compatible upstream that serves only
+// chat/completions and embeddings (the text provider), the OpenAI stub that also speaks the
+// Responses API (the OpenAI slot), and the Anthropic stub (the Messages API) — with
 // priced models so every call is charged, and users with plenty of credits.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -31,7 +32,10 @@ export const PRICE = { input_per_mtok: 1_000_000, output_per_mtok: 2_000_000 };
 export const cost = (input: number, output: number) => input * 1 + output * 2;
 
 export interface ApiWorld {
+  /** The text provider: an OpenAI-compatible API with only chat/completions and embeddings. */
   openai: OpenAIStub;
+  /** The OpenAI slot: the same stub that also speaks the Responses API. */
+  openaiFull: OpenAIStub;
   anthropic: AnthropicStub;
   gw: TestGateway;
   admin: ReturnType<typeof client>;
@@ -48,6 +52,7 @@ export interface ApiWorld {
 
 export async function startApiWorld(): Promise<ApiWorld> {
   const openai = await startOpenAIStub({ streamSlowMs: 60 });
+  const openaiFull = await startOpenAIStub({ responsesApi: true });
   const anthropic = await startAnthropicStub();
   const dir = tempDir('citygate-apis-');
   writeFileSync(join(dir, 'citygate.config.ts'), CONFIG);
@@ -58,12 +63,12 @@ export async function startApiWorld(): Promise<ApiWorld> {
       TEXTPROVIDER_BASE_URL: openai.url,
       TEXTPROVIDER_MODELS: 'stub-model,stub-stream-slow',
       OPENAI_API_KEY: 'sk-stub',
-      OPENAI_BASE_URL: openai.url,
+      OPENAI_BASE_URL: openaiFull.url,
       CLAUDE_STUB_KEY: anthropic.apiKey,
       CLAUDE_STUB_URL: anthropic.url,
       BALANCE_INITIAL_CREDITS: '1000000',
       USAGE_FLUSH_MS: '20',
-      MODEL_PRICES: JSON.stringify({ 'stub-model': PRICE, 'stub-stream-slow': PRICE, 'embed-small': PRICE, 'embed-sdk': PRICE, claude: PRICE, 'openai/text-embedding-3-small': PRICE }),
+      MODEL_PRICES: JSON.stringify({ 'stub-model': PRICE, 'stub-stream-slow': PRICE, 'embed-small': PRICE, 'embed-sdk': PRICE, claude: PRICE, 'openai/text-embedding-3-small': PRICE, 'openai/gpt-4.1-mini': PRICE }),
     },
   });
   const admin = client(gw.url, gw.adminKey);
@@ -71,6 +76,7 @@ export async function startApiWorld(): Promise<ApiWorld> {
   const owners = new Map<string, { city: string; user: string }>();
   const w: ApiWorld = {
     openai,
+    openaiFull,
     anthropic,
     gw,
     admin,
@@ -98,6 +104,7 @@ export async function startApiWorld(): Promise<ApiWorld> {
     async close() {
       await gw.stop();
       await openai.close();
+      await openaiFull.close();
       await anthropic.close();
     },
   };

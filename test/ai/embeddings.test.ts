@@ -91,7 +91,7 @@ describe('embeddings', () => {
     const t = await w.user('stock');
     const r = await openaiFor(t).embeddings.create({ model: 'openai/text-embedding-3-small', input: 'x y' });
     assert.equal(r.usage.prompt_tokens, 2);
-    assert.equal((lastEmbeddings().body as any).model, 'text-embedding-3-small');
+    assert.equal((w.openaiFull.requests.at(-1)!.body as any).model, 'text-embedding-3-small');
   });
 
   test('bad input, a chat model, a bad token, and no credits: clear 4xx, the upstream not called', async () => {

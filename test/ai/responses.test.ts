@@ -167,6 +167,39 @@ describe('Responses API on a chat/completions-only upstream (translated)', () =>
   });
 });
 
+describe('Responses API on an upstream that speaks it (forwarded)', () => {
+  const lastResp = () => [...w.openaiFull.requests].reverse().find((r) => r.path === '/v1/responses')!;
+
+  test('plain: the upstream response as is, store: false upstream, charged its usage', async () => {
+    const t = await w.user('pass');
+    const b0 = await w.balance(t);
+    const r = await openaiFor(t).responses.create({ model: 'openai/gpt-4.1-mini', instructions: 'sys', input: 'hello there' });
+    assert.equal(r.output_text, 'Hello from stub: hello there');
+    assert.match(r.id, /^resp_stub/, 'the upstream’s own response');
+    const up = lastResp();
+    assert.deepEqual([(up.body as any).model, (up.body as any).store, up.headers.authorization], ['gpt-4.1-mini', false, 'Bearer sk-stub']);
+    const [i, o] = [r.usage!.input_tokens, r.usage!.output_tokens];
+    assert.deepEqual([i, o], [1 + 3 + 2 + 3, 5]);
+    assert.equal(b0 - (await w.balance(t)), cost(i, o));
+    const [rec] = await w.records(t, 1);
+    assert.deepEqual([rec.mode, rec.model, rec.credits], ['responses', 'openai/gpt-4.1-mini', cost(i, o)]);
+  });
+
+  test('streamed: the upstream events relayed; charged once by response.completed usage', async () => {
+    const t = await w.user('pass-stream');
+    const b0 = await w.balance(t);
+    const s = openaiFor(t).responses.stream({ model: 'openai/gpt-4.1-mini', input: 'one two three' });
+    let text = '';
+    s.on('response.output_text.delta', (e) => (text += e.delta));
+    const final = await s.finalResponse();
+    assert.equal(text, 'Hello from stub: one two three');
+    assert.equal((lastResp().body as any).stream, true);
+    const want = b0 - cost(final.usage!.input_tokens, final.usage!.output_tokens);
+    assert.equal(await w.balanceBecomes(t, want), want);
+    assert.equal((await w.records(t, 1)).length, 1);
+  });
+});
+
 describe('Responses API: stateless, credentials and money', () => {
   test('previous_response_id and store: true → 400 naming the field; no upstream call', async () => {
     const t = await w.user('state');
