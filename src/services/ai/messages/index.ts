@@ -42,7 +42,10 @@ export async function messages(ctx: ActionContext<MessagesInput>): Promise<Respo
   const raw = await ctx.rawBody();
   const q = url ? null : sdkRequest(input); // a request that cannot be translated is a 400 before any hold
   const call = AiCall.start(gw, ctx.identity, r.model, 'messages', ctx.requestId);
-  await call.reserve({ input_tokens: raw.byteLength, output_tokens: input.max_tokens });
+  // Claude Code asks for up to 32000 tokens: another model gets at most what it can write.
+  const maxOut = url ? input.max_tokens : Math.min(input.max_tokens, r.model.maxOutputTokens ?? input.max_tokens);
+  if (q) q.maxOutputTokens = maxOut;
+  await call.reserve({ input_tokens: raw.byteLength, output_tokens: maxOut });
   const stream = input.stream === true;
 
   if (url) {
