@@ -34,6 +34,7 @@ export const METHODS = {
     'messages/count_tokens': 'POST',
     'v1/messages': 'POST',
     'v1/messages/count_tokens': 'POST',
+    'v1/models': 'GET',
     'image/create': 'POST',
     'image/result': 'POST',
     video: 'POST',

@@ -250,6 +250,15 @@ describe('Messages API: credentials, money and errors in Anthropic’s shape', (
     assert.equal((await post('/v1/ai/v1/messages/count_tokens', { 'x-api-key': t }, { model: 'claude', messages: ok.messages })).status, 200);
   });
 
+  test('the Anthropic SDK’s models.list() lists the callable models that speak the Messages API', async () => {
+    const t = await w.user('models');
+    const ids: string[] = [];
+    for await (const m of sdkFor(t).models.list()) ids.push(m.id);
+    assert.ok(ids.includes('claude') && ids.includes('stub-model'), ids.join());
+    assert.ok(!ids.includes('embed-small'), 'not an embedding model');
+    assert.ok(!ids.includes('anthropic/claude-sonnet-4-5'), 'not callable without its key');
+  });
+
   test('a bad token → 401 authentication_error, through the SDK (bearer) and x-api-key', async () => {
     await assert.rejects(sdkFor('not-a-token').messages.create(ok as any), (e: unknown) => {
       assert.ok(e instanceof Anthropic.AuthenticationError);

@@ -160,6 +160,23 @@ export const aiService = defineService({
     messages: messagesAction,
     'messages/count_tokens': countTokensAction,
     'v1/messages': messagesAction,
+    // The Anthropic SDK's `models.list()` (GET {base}/v1/models): the callable chat models.
+    'v1/models': action({
+      method: 'GET',
+      auth: callers,
+      credentialHeader: 'x-api-key',
+      formatError: anthropicError,
+      summary: 'The callable models that speak the Messages API, as the Anthropic model list',
+      output: z.object({ data: z.array(z.object({ type: z.literal('model'), id: z.string(), display_name: z.string(), created_at: z.string() })), has_more: z.boolean(), first_id: z.string().nullable(), last_id: z.string().nullable() }),
+      handler: ({ gateway: gw }) => {
+        const reg = registryOf(gw);
+        const data = reg
+          .all(gw.env)
+          .filter((m) => reg.missing(gw.env, m).length === 0 && modesOf(gw, m).includes('messages'))
+          .map((m) => ({ type: 'model' as const, id: m.id, display_name: m.name, created_at: '1970-01-01T00:00:00Z' }));
+        return { data, has_more: false, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null };
+      },
+    }),
     'v1/messages/count_tokens': countTokensAction,
     'image/create': action({ method: 'POST', auth: callers, input: imageCreateInput, output: job, errors: UPSTREAM, summary: 'Start an image generation job', handler: imageCreate }),
     'image/result': action({ method: 'POST', auth: callers, input: jobIdInput, output: job, summary: 'Poll an image job', handler: imageResult }),
