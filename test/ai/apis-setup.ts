@@ -22,6 +22,7 @@ export default {
       { id: 'embed-small', name: 'Embeddings', provider: 'textprovider', upstream: 'text-embedding-3-small', modes: ['embeddings'] },
       { id: 'embed-sdk', name: 'Embeddings via the AI SDK', provider: 'sdkcompat', upstream: 'text-embedding-3-small', modes: ['embeddings'] },
       { id: 'claude', name: 'Claude (stub)', provider: 'claude-stub', upstream: 'claude-sonnet-4-5', modes: ['text', 'stream', 'compat'] },
+      { id: 'claude-slow', name: 'Claude (slow stub)', provider: 'claude-stub', upstream: 'claude-slow-stream', modes: ['messages'] },
     ],
   },
 };
@@ -68,7 +69,7 @@ export async function startApiWorld(): Promise<ApiWorld> {
       CLAUDE_STUB_URL: anthropic.url,
       BALANCE_INITIAL_CREDITS: '1000000',
       USAGE_FLUSH_MS: '20',
-      MODEL_PRICES: JSON.stringify({ 'stub-model': PRICE, 'stub-stream-slow': PRICE, 'embed-small': PRICE, 'embed-sdk': PRICE, claude: PRICE, 'openai/text-embedding-3-small': PRICE, 'openai/gpt-4.1-mini': PRICE }),
+      MODEL_PRICES: JSON.stringify({ 'stub-model': PRICE, 'stub-stream-slow': PRICE, 'embed-small': PRICE, 'embed-sdk': PRICE, claude: PRICE, 'claude-slow': PRICE, 'openai/text-embedding-3-small': PRICE, 'openai/gpt-4.1-mini': PRICE }),
     },
   });
   const admin = client(gw.url, gw.adminKey);

@@ -83,6 +83,26 @@ describe('Messages API on an Anthropic upstream (forwarded)', () => {
     assert.deepEqual([stop.stop_reason, stop.stop_sequence], ['stop_sequence', 'stub']);
   });
 
+  test('a client abort mid-stream: the upstream request aborted, the input it reported and the relayed output charged, recorded as aborted', async () => {
+    const t = await w.user('native-abort');
+    const b0 = await w.balance(t);
+    const gone = w.anthropic.disconnects;
+    const ac = new AbortController();
+    const s = sdkFor(t).messages.stream({ model: 'claude-slow', max_tokens: 1000, messages: [{ role: 'user', content: 'go' }] }, { signal: ac.signal });
+    let n = 0;
+    s.on('text', () => {
+      if (++n === 3) ac.abort();
+    });
+    await s.done().catch(() => {});
+    const [rec] = await w.records(t, 1);
+    assert.deepEqual([rec.mode, rec.status, rec.error_code, rec.input_tokens], ['messages', 'aborted', 'client_closed_request', 4]);
+    assert.ok(rec.output_tokens >= 3 && rec.output_tokens < 20, `output: one token per relayed delta, got ${rec.output_tokens}`);
+    assert.equal(rec.credits, cost(4, rec.output_tokens));
+    assert.equal(await w.balanceBecomes(t, b0 - rec.credits), b0 - rec.credits, 'charged the record, the rest of the 1000-token hold released');
+    for (const end = Date.now() + 3000; w.anthropic.disconnects === gone && Date.now() < end; ) await new Promise((r) => setTimeout(r, 20));
+    assert.equal(w.anthropic.disconnects, gone + 1, 'the upstream request was aborted');
+  });
+
   test('count_tokens is exact from the upstream and free', async () => {
     const t = await w.user('native-count');
     const b0 = await w.balance(t);

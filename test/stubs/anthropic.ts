@@ -28,10 +28,16 @@
 //   stop_sequences cut the reply before the earliest one (stop_reason "stop_sequence"),
 //   max_tokens cuts it to its first N words (stop_reason "max_tokens").
 // Failure triggers by model: "claude-500" → 500 api_error, "claude-529" → 529 overloaded_error.
+// "claude-slow-stream" streams "w1 w2 … w20", one text delta every opts.slowMs (for aborts);
+// `disconnects` counts streams whose client went away before the end.
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 
-export type AnthropicStubOptions = { apiKey?: string };
+export type AnthropicStubOptions = {
+  apiKey?: string;
+  /** Interval between the 20 text deltas of model "claude-slow-stream". Default 50 ms. */
+  slowMs?: number;
+};
 
 export type AnthropicRequest = { method: string; path: string; headers: IncomingHttpHeaders; body: any };
 
@@ -44,6 +50,8 @@ export type AnthropicStub = {
   requests: AnthropicRequest[];
   /** Messages calls (plain, streamed and count_tokens) received. */
   readonly messageCalls: number;
+  /** Streams whose client went away before the end. */
+  readonly disconnects: number;
   close(): Promise<void>;
 };
 
@@ -201,6 +209,8 @@ export async function startAnthropicStub(opts: AnthropicStubOptions = {}): Promi
   const requests: AnthropicRequest[] = [];
   let seq = 0;
   let messageCalls = 0;
+  let disconnects = 0;
+  const slowMs = opts.slowMs ?? 50;
 
   const server = createServer(async (req, res) => {
     const chunks: Buffer[] = [];
@@ -249,6 +259,13 @@ export async function startAnthropicStub(opts: AnthropicStubOptions = {}): Promi
     if (countOnly) return send(200, { input_tokens: input });
 
     const p = plan(body, n);
+    const slow = body.model === "claude-slow-stream";
+    if (slow) {
+      const text = Array.from({ length: 20 }, (_, i) => `w${i + 1}`).join(" ");
+      p.content = [{ type: "text", text }];
+      p.output = 20;
+      p.stop_reason = "end_turn";
+    }
     const id = `msg_stub${n}`;
     const usage = { input_tokens: input, output_tokens: p.output, cache_creation_input_tokens: 0, cache_read_input_tokens: 0, service_tier: "standard" };
     if (body.stream !== true) {
@@ -258,7 +275,19 @@ export async function startAnthropicStub(opts: AnthropicStubOptions = {}): Promi
     sse(res, "message_start", {
       message: { id, type: "message", role: "assistant", model: body.model, content: [], stop_reason: null, stop_sequence: null, usage: { ...usage, output_tokens: 1 } },
     });
-    p.content.forEach((b, index) => {
+    if (slow) {
+      sse(res, "content_block_start", { index: 0, content_block: { type: "text", text: "" } });
+      for (const piece of (p.content[0].text as string).match(/\s*\S+/g) ?? []) {
+        await new Promise((r) => setTimeout(r, slowMs));
+        if (res.destroyed) {
+          disconnects++;
+          return;
+        }
+        sse(res, "content_block_delta", { index: 0, delta: { type: "text_delta", text: piece } });
+      }
+      sse(res, "content_block_stop", { index: 0 });
+    }
+    if (!slow) p.content.forEach((b, index) => {
       if (b.type === "text") {
         sse(res, "content_block_start", { index, content_block: { type: "text", text: "" } });
         if (index === 0) sse(res, "ping", {});
@@ -284,6 +313,9 @@ export async function startAnthropicStub(opts: AnthropicStubOptions = {}): Promi
     requests,
     get messageCalls() {
       return messageCalls;
+    },
+    get disconnects() {
+      return disconnects;
     },
     close: () =>
       new Promise<void>((resolve) => {

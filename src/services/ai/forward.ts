@@ -21,6 +21,8 @@ export interface ForwardSpec {
   usageOfJson(answer: any): Partial<Measured>;
   /** Stream events (by type) that carry usage, and how to fold each into the running usage. */
   usageEvents?: Record<string, (data: any, acc: Partial<Measured>) => void>;
+  /** The event types that carry the final usage (a stream without one was cut short). */
+  finalEvents?: string[];
   /** The SSE text of an error that breaks a stream off, in the API's own shape. */
   errorEvent(e: GatewayError): string;
   /** Bytes of the request, for the estimate when a stream ends without usage. */
@@ -96,7 +98,8 @@ export async function forward(ctx: ActionContext<unknown>, r: Resolved, call: Ai
   const it = res.body[Symbol.asyncIterator]();
   const acc: Partial<Measured> = {};
   let sawUsage = false;
-  let events = 0;
+  let sawFinal = false;
+  let deltas = 0;
   let text = '';
   let ended = false;
   const scan = (chunk: Uint8Array, last: boolean) => {
@@ -104,8 +107,9 @@ export async function forward(ctx: ActionContext<unknown>, r: Resolved, call: Ai
     for (let i = text.indexOf('\n\n'); i !== -1 || (last && text.length > 0); i = text.indexOf('\n\n')) {
       const ev = i === -1 ? text : text.slice(0, i);
       text = i === -1 ? '' : text.slice(i + 2);
-      events++;
       const type = /^event:\s*(\S+)/m.exec(ev)?.[1];
+      if (type?.endsWith('delta') && type !== 'message_delta') deltas++;
+      if (type && spec.finalEvents?.includes(type)) sawFinal = true;
       const fold = type ? spec.usageEvents?.[type] : undefined;
       if (!fold) continue;
       const data = ev
@@ -125,9 +129,12 @@ export async function forward(ctx: ActionContext<unknown>, r: Resolved, call: Ai
     if (ended) return;
     ended = true;
     d.clear();
-    // Without reported usage (a stream cut short), charge the best estimate of what was
-    // consumed: the input at ~4 bytes per token, one output token per relayed event.
-    const used = sawUsage ? acc : { input_tokens: Math.ceil(spec.inputBytes / 4), output_tokens: Math.max(0, events - 2) };
+    // A stream cut short before its final usage is charged the best estimate of what was
+    // consumed: the input as reported (else ~4 bytes a token), at least one output token per
+    // relayed delta.
+    const used: Partial<Measured> = sawFinal
+      ? acc
+      : { ...acc, input_tokens: sawUsage ? acc.input_tokens : Math.ceil(spec.inputBytes / 4), output_tokens: Math.max(acc.output_tokens ?? 0, deltas) };
     gw.waitUntil(call.finish(how, used, code));
   };
   const body = new ReadableStream<Uint8Array>(

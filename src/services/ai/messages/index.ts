@@ -60,6 +60,7 @@ export async function messages(ctx: ActionContext<MessagesInput>): Promise<Respo
         message_start: (d, acc) => void measuredOf(d?.message?.usage, acc),
         message_delta: (d, acc) => void measuredOf(d?.usage, acc),
       },
+      finalEvents: ['message_delta'],
       errorEvent: anthropicErrorEvent,
     });
   }

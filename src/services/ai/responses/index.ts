@@ -37,6 +37,7 @@ export async function responses(ctx: ActionContext<ResponsesInput>): Promise<Res
       inputBytes: raw.byteLength,
       usageOfJson: (j) => measuredOf(j?.usage),
       usageEvents: { 'response.completed': fold, 'response.incomplete': fold, 'response.failed': fold },
+      finalEvents: ['response.completed', 'response.incomplete', 'response.failed'],
       errorEvent: (e) => `event: error\ndata: ${JSON.stringify({ type: 'error', code: e.code, message: e.message, param: e.param ?? null })}\n\n`,
     });
   }
