@@ -95,7 +95,7 @@ describe('Messages API on an Anthropic upstream (forwarded)', () => {
     });
     await s.done().catch(() => {});
     const [rec] = await w.records(t, 1);
-    assert.deepEqual([rec.mode, rec.status, rec.error_code, rec.input_tokens], ['messages', 'aborted', 'client_closed_request', 4]);
+    assert.deepEqual([rec.mode, rec.status, rec.error_code, rec.input_tokens, rec.estimated], ['messages', 'aborted', 'client_closed_request', 4, true]);
     assert.ok(rec.output_tokens >= 3 && rec.output_tokens < 20, `output: one token per relayed delta, got ${rec.output_tokens}`);
     assert.equal(rec.credits, cost(4, rec.output_tokens));
     assert.equal(await w.balanceBecomes(t, b0 - rec.credits), b0 - rec.credits, 'charged the record, the rest of the 1000-token hold released');
@@ -225,7 +225,7 @@ describe('Messages API on a chat/completions-only upstream (translated)', () => 
     });
     await s.done().catch(() => {});
     const [rec] = await w.records(t, 1);
-    assert.deepEqual([rec.mode, rec.status, rec.error_code], ['messages', 'aborted', 'client_closed_request']);
+    assert.deepEqual([rec.mode, rec.status, rec.error_code, rec.estimated], ['messages', 'aborted', 'client_closed_request', true]);
     assert.ok(rec.output_tokens >= 3 && rec.output_tokens < 20, `output estimated from what was relayed: ${rec.output_tokens}`);
     assert.equal(b0 - (await w.balanceBecomes(t, b0 - rec.credits)), rec.credits, 'charged the recorded amount, not the 1000-token hold');
     assert.ok(rec.credits > 0 && rec.credits < cost(0, 1000));

@@ -7,7 +7,7 @@ import { GatewayError } from '../../kernel/errors.ts';
 import { streamingResponse } from '../../kernel/http.ts';
 import type { Measured } from '../../kernel/metering.ts';
 import type { ActionContext } from '../../kernel/service.ts';
-import type { AiCall } from './meter.ts';
+import { BYTES_PER_TOKEN, type AiCall, type Usage } from './meter.ts';
 import { upstreamTimeoutMs, type Resolved } from './resolve.ts';
 import { CLIENT_CLOSED, deadline, fromUpstreamStatus, toGatewayError } from './upstream-errors.ts';
 
@@ -83,12 +83,14 @@ export async function forward(ctx: ActionContext<unknown>, r: Resolved, call: Ai
       await call.finish('error', {}, ge.code);
       throw ge;
     }
-    let used: Partial<Measured> = {};
+    let used: Usage = {};
     try {
       used = spec.usageOfJson(JSON.parse(dec.decode(bytes)));
     } catch {
-      /* not JSON: relayed as is, nothing measured */
+      /* not JSON: relayed as is */
     }
+    // An answer without usage: the input is estimated (meter.ts), the record says so.
+    if (!used.input_tokens && !used.output_tokens) used = { input_tokens: Math.ceil(spec.inputBytes / BYTES_PER_TOKEN), estimated: true };
     gw.waitUntil(call.finish('ok', used));
     return new Response(bytes as Uint8Array<ArrayBuffer>, { status: res.status, headers: { 'content-type': res.header('content-type') ?? 'application/json' } });
   }
@@ -132,9 +134,9 @@ export async function forward(ctx: ActionContext<unknown>, r: Resolved, call: Ai
     // A stream cut short before its final usage is charged the best estimate of what was
     // consumed: the input as reported (else ~4 bytes a token), at least one output token per
     // relayed delta.
-    const used: Partial<Measured> = sawFinal
+    const used: Usage = sawFinal
       ? acc
-      : { ...acc, input_tokens: sawUsage ? acc.input_tokens : Math.ceil(spec.inputBytes / 4), output_tokens: Math.max(acc.output_tokens ?? 0, deltas) };
+      : { ...acc, input_tokens: sawUsage ? acc.input_tokens : Math.ceil(spec.inputBytes / BYTES_PER_TOKEN), output_tokens: Math.max(acc.output_tokens ?? 0, deltas), estimated: true };
     gw.waitUntil(call.finish(how, used, code));
   };
   const body = new ReadableStream<Uint8Array>(

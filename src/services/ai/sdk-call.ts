@@ -6,7 +6,7 @@ import { generateText, streamText, type LanguageModelUsage, type ModelMessage, t
 import { GatewayError } from '../../kernel/errors.ts';
 import { streamingResponse } from '../../kernel/http.ts';
 import type { ActionContext } from '../../kernel/service.ts';
-import type { AiCall } from './meter.ts';
+import { BYTES_PER_TOKEN, byteLength, estimateFromText, type AiCall, type Usage } from './meter.ts';
 import { upstreamTimeoutMs, type Resolved } from './resolve.ts';
 import { CLIENT_CLOSED, deadline, toGatewayError } from './upstream-errors.ts';
 
@@ -36,10 +36,10 @@ const reported = (u: LanguageModelUsage | undefined) => u?.inputTokens != null |
 
 /**
  * When the upstream reported no usage (a stream cut short, an upstream that omits it), the
- * call is charged the best estimate of what it consumed, as chat/completions is: the input at
- * ~4 UTF-8 bytes per token, one output token per relayed text piece (or per 4 characters).
+ * call is charged meter.ts's documented estimate and its record says so: the input at ~4
+ * UTF-8 bytes per token, one output token per relayed piece (text delta or tool call).
  */
-const estimate = (inputBytes: number, output: number): Used => ({ input_tokens: Math.ceil(inputBytes / 4), output_tokens: output, cached_tokens: 0 });
+const estimate = (inputBytes: number, pieces: number): Used & Usage => ({ ...estimateFromText(inputBytes, 0), input_tokens: Math.ceil(inputBytes / BYTES_PER_TOKEN), output_tokens: pieces, cached_tokens: 0 });
 
 const settings = (r: Resolved, q: SdkRequest, signal: AbortSignal) => ({
   model: r.adapter.languageModel(r.call, r.model.upstream),
@@ -56,7 +56,7 @@ export async function sdkGenerate(ctx: ActionContext<unknown>, r: Resolved, call
   try {
     const res = await generateText(settings(r, q, d.signal) as Parameters<typeof generateText>[0]);
     const u = res.totalUsage ?? res.usage;
-    const used = reported(u) ? usedOf(u) : estimate(inputBytes, Math.ceil(res.text.length / 4));
+    const used: Used & Usage = reported(u) ? usedOf(u) : { ...estimate(inputBytes, 0), ...estimateFromText(inputBytes, byteLength(res.text)) } as Used & Usage;
     await call.finish('ok', used);
     return { res, used };
   } catch (e) {

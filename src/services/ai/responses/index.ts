@@ -5,7 +5,7 @@ import type { Measured } from '../../../kernel/metering.ts';
 import type { ActionContext } from '../../../kernel/service.ts';
 import { forward, upstreamBody } from '../forward.ts';
 import { AiCall } from '../meter.ts';
-import { DEFAULT_MAX_OUTPUT_TOKENS } from '../registry.ts';
+import { maxOutputOf } from '../registry.ts';
 import { resolveModel } from '../resolve.ts';
 import { sdkGenerate, sdkStream } from '../sdk-call.ts';
 import { sdkRequest, type ResponsesInput } from './input.ts';
@@ -24,7 +24,7 @@ export async function responses(ctx: ActionContext<ResponsesInput>): Promise<Res
   const raw = await ctx.rawBody();
   const q = url ? null : sdkRequest(input); // a request that cannot be translated is a 400 before any hold
   const call = AiCall.start(gw, ctx.identity, r.model, 'responses', ctx.requestId);
-  await call.reserve({ input_tokens: raw.byteLength, output_tokens: input.max_output_tokens ?? r.model.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS });
+  await call.reserve({ input_tokens: raw.byteLength, output_tokens: maxOutputOf(r.model, input.max_output_tokens) });
   const stream = input.stream === true;
 
   if (url) {
