@@ -62,7 +62,11 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
   child.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
 
   const url = await new Promise<string>((resolveUrl, reject) => {
-    const timer = setTimeout(() => reject(new Error(`gateway did not start in 15 s:\n${err}`)), 15_000);
+    // Generous on a loaded machine; a gateway that is late is stopped, not left to hold the test open.
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`gateway did not start in 45 s:\n${err}`));
+    }, 45_000);
     const onData = () => {
       const m = /listening on (http:\/\/\S+)/.exec(err);
       if (m) {
