@@ -285,6 +285,16 @@ export function createGateway(opts: GatewayOptions): Gateway {
     if (!found) throw notFound('action_not_found', `The service '${serviceId}' has no action '${actionPath}'.`);
     const { action, id, restPath } = found;
     c.set('route' as never, `/v1/${serviceId}/${id}` as never);
+    if (!action.formatError) return run(c, req, url, serviceId, action, id, restPath, requestId);
+    try {
+      return await run(c, req, url, serviceId, action, id, restPath, requestId);
+    } catch (e) {
+      if (isGatewayError(e)) return action.formatError(e);
+      throw e;
+    }
+  }
+
+  async function run(c: Context, req: Request, url: URL, serviceId: string, action: AnyAction, id: string, restPath: string, requestId: string): Promise<Response> {
 
     const method = req.method === 'HEAD' ? 'GET' : req.method;
     if (method !== action.method) {
@@ -293,7 +303,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
       });
     }
 
-    const identity = await authenticate(req, context);
+    const identity = await authenticate(req, context, action.credentialHeader);
     c.set('identity' as never, identity as never);
     const allowed = action.auth ?? ['user'];
     if (allowed.length > 0 && !allowed.includes(identity.kind)) {
