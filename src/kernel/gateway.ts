@@ -311,7 +311,17 @@ export function createGateway(opts: GatewayOptions): Gateway {
     if (!found) throw notFound('action_not_found', `The service '${serviceId}' has no action '${actionPath}'.`);
     const { action, id, restPath } = found;
     c.set('route' as never, `/v1/${serviceId}/${id}` as never);
+    if (!action.formatError) return admit(c, req, url, serviceId, action, id, restPath);
+    try {
+      return await admit(c, req, url, serviceId, action, id, restPath);
+    } catch (e) {
+      if (isGatewayError(e)) return action.formatError(e);
+      throw e;
+    }
+  }
 
+  /** Method, identity, city status and rate limits; then the action itself (run). */
+  async function admit(c: Context, req: Request, url: URL, serviceId: string, action: AnyAction, id: string, restPath: string): Promise<Response> {
     const method = req.method === 'HEAD' ? 'GET' : req.method;
     if (method !== action.method) {
       throw new GatewayError(405, 'method_not_allowed', `Use ${action.method} for /v1/${serviceId}/${id}.`, {
@@ -319,7 +329,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
       });
     }
 
-    const identity = await authenticate(req, context);
+    const identity = await authenticate(req, context, action.credentialHeader);
     c.set('identity' as never, identity as never);
     const allowed = action.auth ?? ['user'];
     if (allowed.length > 0 && !allowed.includes(identity.kind)) {
@@ -340,7 +350,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
       res = await run(c, action, id, restPath, identity, url);
     } catch (e) {
       if (admission.inflightKey) context.waitUntil(limits.release(admission.inflightKey));
-      if (isGatewayError(e)) return withHeaders(e.toResponse(), admission.headers);
+      if (isGatewayError(e)) return withHeaders(action.formatError ? action.formatError(e) : e.toResponse(), admission.headers);
       throw e;
     }
     return withHeaders(admission.inflightKey ? releasedAtEnd(res, () => context.waitUntil(limits.release(admission.inflightKey!))) : res, admission.headers);

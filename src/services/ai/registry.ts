@@ -8,7 +8,7 @@ import type { EnvRequirement } from '../../kernel/service.ts';
 import type { Prices } from '../../kernel/metering.ts';
 import { catalogOf } from './catalog.ts';
 
-export const MODES = ['text', 'stream', 'compat', 'image', 'video', 'tts', 'asr'] as const;
+export const MODES = ['text', 'stream', 'compat', 'responses', 'messages', 'embeddings', 'image', 'video', 'tts', 'asr'] as const;
 export type Mode = (typeof MODES)[number];
 
 /** What kind of API a provider speaks; each kind is a folder-like module in providers/. */
@@ -78,8 +78,13 @@ export const STOCK_PROVIDERS: ProviderSlot[] = [
   },
 ];
 
-const chatModes: Mode[] = ['text', 'stream', 'compat'];
-
+const chatModes: Mode[] = ['text', 'stream', 'compat', 'responses', 'messages'];
+/** The client API families of a chat model: one registered with `compat` and neither of the
+ *  others is callable through all three (the Responses and Messages APIs are chat too). */
+const CHAT_APIS: Mode[] = ['responses', 'messages'];
+function withChatApis(modes: Mode[]): Mode[] {
+  return modes.includes('compat') && !modes.some((m) => CHAT_APIS.includes(m)) ? [...modes, ...CHAT_APIS] : modes;
+}
 export const STOCK_MODELS: ModelDef[] = [
   // OpenAI slot
   { id: 'openai/gpt-4.1', name: 'GPT-4.1', provider: 'openai', upstream: 'gpt-4.1', modes: chatModes, tags: ['openai', 'chat'], maxOutputTokens: 32768 },
@@ -102,6 +107,7 @@ export const STOCK_MODELS: ModelDef[] = [
   { id: 'anthropic/claude-sonnet-4-5', name: 'Claude Sonnet 4.5', provider: 'anthropic', upstream: 'claude-sonnet-4-5', modes: chatModes, tags: ['anthropic', 'chat'], maxOutputTokens: 64000 },
   { id: 'anthropic/claude-haiku-4-5', name: 'Claude Haiku 4.5', provider: 'anthropic', upstream: 'claude-haiku-4-5', modes: chatModes, tags: ['anthropic', 'chat'], maxOutputTokens: 64000 },
   { id: 'google/gemini-2.5-flash', name: 'Gemini 2.5 Flash', provider: 'google', upstream: 'gemini-2.5-flash', modes: chatModes, tags: ['google', 'chat'], maxOutputTokens: 65536 },
+  { id: 'google/gemini-embedding-001', name: 'Gemini Embedding', provider: 'google', upstream: 'gemini-embedding-001', modes: ['embeddings'], tags: ['google', 'embeddings'], prices: { input_per_mtok: 0.15 * M } },
   { id: 'google/gemini-2.5-pro', name: 'Gemini 2.5 Pro', provider: 'google', upstream: 'gemini-2.5-pro', modes: chatModes, tags: ['google', 'chat'], maxOutputTokens: 65536 },
 ];
 
@@ -154,7 +160,7 @@ export class Registry {
     }
     // Models from the config come first, so they may replace a stock model of the same id.
     const ids = new Set(configured.map((m) => m.id));
-    this.#fixed = [...configured, ...STOCK_MODELS.filter((m) => !ids.has(m.id))];
+    this.#fixed = [...configured.map((m) => ({ ...m, modes: withChatApis(m.modes) })), ...STOCK_MODELS.filter((m) => !ids.has(m.id))];
   }
 
   /** Every registered model, in catalog order (text provider models first). */
@@ -198,7 +204,7 @@ export class Registry {
         description: upstream === id ? 'Text provider model' : `Text provider model (${upstream})`,
         tags: ['textprovider', 'chat'],
         meta: {},
-        modes: ['text', 'stream', 'compat'],
+        modes: chatModes,
         provider: 'textprovider',
         upstream,
         // priced by the catalog when it knows the upstream id (else free), unless MODEL_PRICES says otherwise
