@@ -90,6 +90,8 @@ export const STOCK_MODELS: ModelDef[] = [
   { id: 'openai/gpt-4.1', name: 'GPT-4.1', provider: 'openai', upstream: 'gpt-4.1', modes: chatModes, tags: ['openai', 'chat'], maxOutputTokens: 32768 },
   { id: 'openai/gpt-4.1-mini', name: 'GPT-4.1 mini', provider: 'openai', upstream: 'gpt-4.1-mini', modes: chatModes, tags: ['openai', 'chat'], maxOutputTokens: 32768 },
   { id: 'openai/gpt-4o-mini', name: 'GPT-4o mini', provider: 'openai', upstream: 'gpt-4o-mini', modes: chatModes, tags: ['openai', 'chat'], maxOutputTokens: 16384 },
+  { id: 'openai/text-embedding-3-small', name: 'Text Embedding 3 small', provider: 'openai', upstream: 'text-embedding-3-small', modes: ['embeddings'], tags: ['openai', 'embeddings'], prices: { input_per_mtok: 0.02 * M } },
+  { id: 'openai/text-embedding-3-large', name: 'Text Embedding 3 large', provider: 'openai', upstream: 'text-embedding-3-large', modes: ['embeddings'], tags: ['openai', 'embeddings'], prices: { input_per_mtok: 0.13 * M } },
   { id: 'openai/gpt-image-1', name: 'GPT Image 1', provider: 'openai', upstream: 'gpt-image-1', modes: ['image'], tags: ['openai', 'image'], prices: { per_image: 0.042 * M } },
   {
     id: 'openai/tts-1',
