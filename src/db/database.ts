@@ -1,4 +1,4 @@
-import type { Compilable, CompiledQuery, Kysely } from 'kysely';
+import { sql, type Compilable, type CompiledQuery, type Kysely, type RawBuilder } from 'kysely';
 import type { Schema } from './schema.ts';
 
 /** A Kysely query builder or an already compiled query. */
@@ -31,6 +31,7 @@ export const now = (): number => Date.now();
 
 /** True when an error is a UNIQUE / PRIMARY KEY violation, on every dialect. */
 export function isUniqueViolation(e: unknown): boolean {
+  if ((e as { code?: unknown })?.code === '23505') return true; // PostgreSQL's unique_violation
   const msg = String((e as { message?: unknown })?.message ?? e);
   return /UNIQUE constraint failed|SQLITE_CONSTRAINT_(PRIMARYKEY|UNIQUE)|duplicate key value/i.test(msg);
 }
@@ -41,4 +42,9 @@ export function isUniqueViolation(e: unknown): boolean {
  */
 export function maxBoundParameters(dialect: Db['dialect']): number {
   return dialect === 'd1' ? 100 : dialect === 'postgres' ? 65_535 : 32_766;
+}
+
+/** The smaller of two values: SQLite's scalar MIN(a, b) is LEAST(a, b) on PostgreSQL. */
+export function least(db: Db, a: unknown, b: unknown): RawBuilder<number> {
+  return db.dialect === 'postgres' ? sql<number>`LEAST(${a}, ${b})` : sql<number>`MIN(${a}, ${b})`;
 }

@@ -1,10 +1,13 @@
 // Starts a real citygate server (`node src/cli/main.ts serve`) as a child process on an
-// ephemeral port with its own temporary database, the way an operator runs it.
+// ephemeral port with its own temporary database, the way an operator runs it: a SQLite file,
+// or a fresh PostgreSQL database when the suite runs on PostgreSQL (CITYGATE_TEST_DIALECT) or
+// the test asks for one. Gateways started on one `dir` share one database either way.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { DatabaseSync } from 'node:sqlite';
+import { createTestDatabase, ON_POSTGRES } from './postgres.ts';
+import { sqlGet, type SqlTarget } from './sql.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const MAIN = join(ROOT, 'src/cli/main.ts');
@@ -13,6 +16,8 @@ export interface TestGateway {
   url: string;
   dir: string;
   dbPath: string;
+  /** The PostgreSQL database when the gateway runs on one, else null (the SQLite file at dbPath). */
+  databaseUrl: string | null;
   adminKey: string;
   child: ChildProcess;
   stdout(): string;
@@ -28,6 +33,16 @@ export interface StartOptions {
   env?: Record<string, string | undefined>;
   /** Removes the temporary directory when the test process exits (default true). */
   cleanup?: boolean;
+  /** Run on a PostgreSQL database (default: when the suite runs on PostgreSQL). */
+  postgres?: boolean;
+}
+
+/** One PostgreSQL database per gateway directory, so gateways started on one dir share it. */
+const pgByDir = new Map<string, Promise<string>>();
+function postgresFor(dir: string): Promise<string> {
+  let url = pgByDir.get(dir);
+  if (!url) pgByDir.set(dir, (url = createTestDatabase().then((d) => d.url)));
+  return url;
 }
 
 const live = new Set<ChildProcess>();
@@ -44,14 +59,17 @@ export function tempDir(prefix = 'citygate-test-'): string {
 export async function startGateway(opts: StartOptions = {}): Promise<TestGateway> {
   const dir = opts.dir ?? tempDir();
   const dbPath = join(dir, 'citygate.sqlite');
+  const onPostgres = !opts.env?.DATABASE_URL && (opts.postgres ?? ON_POSTGRES);
   const env: Record<string, string | undefined> = {
     PATH: process.env.PATH,
     HOME: process.env.HOME,
     HOST: '127.0.0.1',
     PORT: '0',
     DATABASE_PATH: dbPath,
+    ...(onPostgres ? { DATABASE_URL: await postgresFor(dir) } : {}),
     ...opts.env,
   };
+  const databaseUrl = env.DATABASE_URL || null;
   for (const k of Object.keys(env)) if (env[k] === undefined) delete env[k];
   const child = spawn(process.execPath, [MAIN, 'serve'], { cwd: dir, env: env as NodeJS.ProcessEnv, stdio: ['ignore', 'pipe', 'pipe'] });
   live.add(child);
@@ -78,11 +96,12 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
     });
   });
 
-  const adminKey = readAdminKey(dbPath);
+  const adminKey = await readAdminKey({ dbPath, databaseUrl });
   const gw: TestGateway = {
     url,
     dir,
     dbPath,
+    databaseUrl,
     adminKey,
     child,
     stdout: () => out,
@@ -102,13 +121,10 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
   return gw;
 }
 
-/** The admin key as an operator reads it: a plain SQL select on the database file. */
-export function readAdminKey(dbPath: string): string {
-  const db = new DatabaseSync(dbPath, { readOnly: true });
-  try {
-    const row = db.prepare(`SELECT value FROM env WHERE key = 'GATEWAY_ADMIN_SECRET_KEY'`).get() as { value: string };
-    return row.value;
-  } finally {
-    db.close();
-  }
+/** The admin key as an operator reads it: a plain SQL select on the database. */
+export async function readAdminKey(db: SqlTarget | string): Promise<string> {
+  const t = typeof db === 'string' ? { dbPath: db } : db;
+  const row = await sqlGet<{ value: string }>(t, `SELECT value FROM env WHERE key = 'GATEWAY_ADMIN_SECRET_KEY'`);
+  if (!row) throw new Error('no admin key in the database');
+  return row.value;
 }

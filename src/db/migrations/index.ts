@@ -5,9 +5,12 @@ import ai from './010_ai.ts';
 import accounts from './020_accounts.ts';
 import money from './030_money.ts';
 
+/** One statement: portable SQL (translated for PostgreSQL by dialects/postgres-ddl.ts), or both texts. */
+export type MigrationStatement = string | { sqlite: string; postgres: string };
+
 export interface Migration {
   name: string;
-  statements: string[];
+  statements: MigrationStatement[];
 }
 
 export const migrations: Migration[] = [

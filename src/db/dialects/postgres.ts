@@ -1,0 +1,131 @@
+// PostgreSQL (`DATABASE_URL=postgres://…`): Kysely's PostgresDialect over a `pg` pool, for
+// many processes and replicas on one database. Node only (never bundled into the Worker).
+//
+// What this file keeps away from the services, so they have one query path on all dialects:
+//   - integers: every INTEGER column is BIGINT here (credits and epoch-ms outgrow int4), and
+//     BIGINT, COUNT and SUM come back as JS numbers, not the strings `pg` returns by default;
+//   - parameters: JS numbers are sent typed ($n::bigint / ::float8) and booleans as 1/0, so
+//     `INSERT … SELECT $1, …` and arithmetic on parameters type-check as they do on SQLite;
+//   - `Db.batch`: one SERIALIZABLE transaction on one pooled client, retried whole when
+//     PostgreSQL reports a serialization failure or deadlock. The money batches are guarded
+//     INSERT … SELECT … WHERE <guard> statements written for SQLite, where a batch runs alone;
+//     under READ COMMITTED two of them could read the same balance and both pass their guard.
+//     SERIALIZABLE lets only one of such a pair commit, and the retry re-evaluates the other's
+//     guard against the committed state, so every batch still behaves as if it ran alone.
+import pg from 'pg';
+import { CompiledQuery, Kysely, PostgresDialect } from 'kysely';
+import { compile, type BatchResult, type Db, type Statement } from '../database.ts';
+import type { Schema } from '../schema.ts';
+
+export interface PostgresOptions {
+  /** Connections per process (DATABASE_POOL_SIZE, default 10). */
+  poolSize?: number;
+  /** Longest a statement may run, ms (DATABASE_STATEMENT_TIMEOUT_MS, default 30 000). */
+  statementTimeoutMs?: number;
+}
+
+const INT8 = 20;
+const NUMERIC = 1700;
+
+/** BIGINT as a JS number (every integer citygate stores is a safe integer). */
+function parseInt8(v: string): number {
+  const n = Number(v);
+  if (!Number.isSafeInteger(n)) throw new Error(`integer out of the safe range: ${v}`);
+  return n;
+}
+
+const types = {
+  getTypeParser(oid: number, format?: 'text' | 'binary') {
+    if (oid === INT8) return parseInt8;
+    if (oid === NUMERIC) return (v: string) => Number(v); // SUM(bigint) is NUMERIC
+    return pg.types.getTypeParser(oid, format as 'text');
+  },
+};
+
+/**
+ * Gives every number parameter an explicit type. Without it PostgreSQL types a parameter from
+ * its context, and an `INSERT … SELECT $1` output column has none (it becomes text).
+ */
+export function typedParameters(text: string, values: readonly unknown[]): { text: string; values: unknown[] } {
+  const out = values.map((v) => (typeof v === 'boolean' ? (v ? 1 : 0) : typeof v === 'bigint' ? Number(v) : v === undefined ? null : v));
+  if (!out.some((v) => typeof v === 'number')) return { text, values: out };
+  const typed = text.replace(/\$(\d+)(?![\d:])/g, (m, i: string) => {
+    const v = out[Number(i) - 1];
+    if (typeof v !== 'number') return m;
+    return Number.isInteger(v) ? `${m}::bigint` : `${m}::float8`;
+  });
+  return { text: typed, values: out };
+}
+
+/** A pg Client whose parameterized queries go through typedParameters. */
+class TypedClient extends pg.Client {
+  // biome-ignore lint: pg's overloads
+  override query(config: any, values?: any, callback?: any): any {
+    if (typeof config === 'string' && Array.isArray(values)) {
+      const t = typedParameters(config, values);
+      return super.query(t.text, t.values, callback);
+    }
+    return super.query(config, values, callback);
+  }
+}
+
+const RETRYABLE = new Set(['40001', '40P01']); // serialization_failure, deadlock_detected
+const MAX_BATCH_MS = 20_000;
+
+export function openPostgres(url: string, opts: PostgresOptions = {}): Db {
+  const pool = new pg.Pool({
+    connectionString: url,
+    Client: TypedClient,
+    max: opts.poolSize ?? 10,
+    statement_timeout: opts.statementTimeoutMs ?? 30_000,
+    idleTimeoutMillis: 30_000,
+    types,
+  } as pg.PoolConfig);
+  // An idle client losing its connection (a database restart) must not crash the process.
+  pool.on('error', () => {});
+  const kysely = new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) });
+
+  async function runBatch(client: pg.PoolClient, compiled: CompiledQuery[]): Promise<BatchResult[]> {
+    const results: BatchResult[] = [];
+    await client.query('BEGIN ISOLATION LEVEL SERIALIZABLE');
+    try {
+      for (const q of compiled) {
+        const r = await client.query(q.sql, q.parameters as unknown[]);
+        // Like node-sqlite: a statement that returns columns counts its rows, others their changes.
+        const returns = r.fields && r.fields.length > 0;
+        results.push({ rows: r.rows, changes: returns ? r.rows.length : (r.rowCount ?? 0) });
+      }
+      await client.query('COMMIT');
+    } catch (e) {
+      await client.query('ROLLBACK').catch(() => {});
+      throw e;
+    }
+    return results;
+  }
+
+  return {
+    kysely,
+    dialect: 'postgres',
+    async batch(queries: readonly Statement[]): Promise<BatchResult[]> {
+      if (queries.length === 0) return [];
+      const compiled = queries.map(compile);
+      const started = Date.now();
+      for (let attempt = 1; ; attempt++) {
+        const client = await pool.connect();
+        try {
+          return await runBatch(client, compiled);
+        } catch (e) {
+          const code = (e as { code?: string }).code;
+          if (!code || !RETRYABLE.has(code) || Date.now() - started > MAX_BATCH_MS) throw e;
+        } finally {
+          client.release();
+        }
+        // Back off with jitter so the losers of a contended row do not collide again at once.
+        await new Promise((r) => setTimeout(r, Math.random() * Math.min(50, 2 ** Math.min(attempt, 6))));
+      }
+    },
+    async close() {
+      await kysely.destroy(); // ends the pool
+    },
+  };
+}
