@@ -1,0 +1,29 @@
+// The black-box API suites of the services, a second time on PostgreSQL: the same files, with
+// every gateway (and the in-process billing test) on a fresh PostgreSQL database of its own.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { resolve } from 'node:path';
+import { test } from 'node:test';
+import { pgSkipReason } from '../helpers/postgres.ts';
+
+const ROOT = resolve(import.meta.dirname, '../..');
+const SUITES = ['test/kernel/*.test.ts', 'test/money/*.test.ts', 'test/accounts/*.test.ts', 'test/ai/*.test.ts', 'test/cli/usage.test.ts', 'test/client/client.test.ts'];
+
+const skip = await pgSkipReason();
+
+test('the service suites pass on PostgreSQL', { skip, timeout: 600_000 }, async () => {
+  const child = spawn(process.execPath, ['--test', '--test-concurrency=2', '--test-timeout=120000', ...SUITES], {
+    cwd: ROOT,
+    env: { ...process.env, CITYGATE_TEST_DIALECT: 'postgres', NODE_TEST_CONTEXT: undefined },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (out += d));
+  const code = await new Promise<number | null>((r) => child.once('exit', r));
+  const summary = out.split('\n').filter((l) => /^ℹ (tests|pass|fail|skipped) /.test(l)).join('; ');
+  const failures = out.slice(Math.max(0, out.indexOf('✖ failing tests:')));
+  assert.equal(code, 0, `the service suites failed on PostgreSQL (${summary}):\n${failures.slice(0, 20_000)}`);
+  assert.match(summary, /ℹ fail 0/);
+  assert.doesNotMatch(summary, /ℹ tests 0\b/, 'no test ran');
+});
