@@ -1,8 +1,20 @@
-import { describeDatabase } from '../runtimes/node/config.ts';
+import cluster from 'node:cluster';
+import { announceWorker, startPrimary, stopWithPrimary } from '../runtimes/node/cluster.ts';
+import { describeDatabase, readNodeConfig } from '../runtimes/node/config.ts';
 import { startNodeServer } from '../runtimes/node/server.ts';
 
 export async function serveCommand(): Promise<number> {
+  const config = readNodeConfig(process.env);
+  if (config.workers > 1 && cluster.isPrimary) {
+    startPrimary(config, { installSignals: true }); // the workers keep this process alive
+    return 0;
+  }
   const s = await startNodeServer(process.env, { installSignals: true });
-  process.stderr.write(`citygate listening on ${s.url} (database ${describeDatabase(s.config)})\n`);
+  if (cluster.isWorker) {
+    announceWorker(s.url);
+    stopWithPrimary(s.stop);
+  } else {
+    process.stderr.write(`citygate listening on ${s.url} (database ${describeDatabase(s.config)})\n`);
+  }
   return 0;
 }

@@ -10,6 +10,7 @@ import { unauthorized } from './errors.ts';
 const ALG = 'EdDSA';
 const ISSUER = 'citygate';
 const CACHE_MAX = 20_000;
+const KEY_RELOAD_MS = 3000;
 
 export interface UserClaims {
   cityId: string;
@@ -127,9 +128,10 @@ export class KeyRing {
 
   async #keyFor(kid: string | undefined): Promise<CryptoKey | Uint8Array> {
     if (!kid) throw new Error('no kid');
-    // A key another process created since we loaded; reloads are rate-limited so forged
-    // tokens with random kids cannot turn into database load.
-    if (!this.#keys.has(kid) && Date.now() - this.#loadedAt > 5000) await this.load();
+    // A key another process created since we loaded; reloads are rate-limited (at most one per
+    // KEY_RELOAD_MS, which bounds how stale the ring can be) so forged tokens with random kids
+    // cannot turn into database load.
+    if (!this.#keys.has(kid) && Date.now() - this.#loadedAt > KEY_RELOAD_MS) await this.load();
     const k = this.#keys.get(kid);
     if (!k) throw new Error('unknown kid');
     return k.verifyKey;

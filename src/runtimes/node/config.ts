@@ -16,6 +16,8 @@ export interface NodeConfig {
   services: string | undefined;
   dataDir: string;
   workers: number;
+  /** How long a job stays claimed by a runner that stopped renewing it (JOB_LEASE_SECONDS, default 60). */
+  jobLeaseMs: number;
 }
 
 function intSetting(env: NodeJS.ProcessEnv, key: string, dflt: number, min: number, max: number): number {
@@ -47,6 +49,7 @@ export function readNodeConfig(env: NodeJS.ProcessEnv = process.env): NodeConfig
     services: env.GATEWAY_SERVICES,
     dataDir: resolve(databasePath, '..'),
     workers,
+    jobLeaseMs: intSetting(env, 'JOB_LEASE_SECONDS', 60, 1, 86_400) * 1000,
   };
 }
 
