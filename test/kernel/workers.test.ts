@@ -78,7 +78,7 @@ test('GATEWAY_WORKERS=2 on SQLite: the 50-way money race, a killed worker replac
     const before = await row<{ n: number }>(gw, `SELECT COUNT(*) AS n FROM usage WHERE user_id = 'late'`);
     assert.ok(before.n < 40, `records still buffered before the stop (${before.n} written)`);
     assert.equal(await gw.stop('SIGTERM'), 0, 'the primary exits 0');
-    for (const pid of replaced) assert.equal(alive(pid), false, `worker ${pid} stopped`);
+    for (const pid of replaced!) assert.equal(alive(pid), false, `worker ${pid} stopped`);
     const after = await row<{ n: number; c: number }>(gw, `SELECT COUNT(*) AS n, SUM(credits) AS c FROM usage WHERE user_id = 'late'`);
     assert.deepEqual({ ...after }, { n: 40, c: 40_000 });
   } finally {
