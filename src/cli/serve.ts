@@ -9,7 +9,12 @@ export async function serveCommand(): Promise<number> {
     startPrimary(config, { installSignals: true }); // the workers keep this process alive
     return 0;
   }
-  const s = await startNodeServer(process.env, { installSignals: true });
+  const s = await startNodeServer(process.env, { installSignals: true }).catch((e: Error) => {
+    if (!cluster.isWorker) throw e;
+    // the IPC channel would keep a failed worker alive: exit, and let the primary decide
+    process.stderr.write(`citygate worker ${process.pid}: ${e.message}\n`);
+    process.exit(1);
+  });
   if (cluster.isWorker) {
     announceWorker(s.url);
     stopWithPrimary(s.stop);

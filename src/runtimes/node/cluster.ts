@@ -4,7 +4,7 @@
 // primary only supervises:
 //   - forks N workers and prints one "listening" line once all of them listen;
 //   - restarts a worker that dies (after a short back-off when it dies young, so a worker that
-//     cannot start does not spin the CPU);
+//     cannot start does not spin the CPU; when workers keep dying before any listened, it exits 1);
 //   - on SIGTERM/SIGINT, stops restarting and sends SIGTERM to every worker, which stops
 //     accepting, finishes its requests and writes its buffered usage records; then exits. A
 //     worker whose primary disappears (SIGKILL) stops itself the same way.
@@ -46,6 +46,7 @@ export function startPrimary(config: NodeConfig, opts: { installSignals?: boolea
   const born = new Map<Worker, number>();
   let stopping = false;
   let announced = false;
+  let deadBeforeReady = 0;
   const ready = new Set<Worker>();
   let resolveStopped!: () => void;
   const stopped = new Promise<void>((r) => (resolveStopped = r));
@@ -72,9 +73,15 @@ export function startPrimary(config: NodeConfig, opts: { installSignals?: boolea
       if (born.size === 0) resolveStopped();
       return;
     }
+    if (!announced && ++deadBeforeReady >= config.workers + 2) {
+      // No worker ever started (an unreachable database, a bad setting): do not spin; fail like one process would.
+      out(`citygate: workers exit before listening (last: ${signal ?? code}); giving up`);
+      stop('SIGTERM').then(() => process.exit(1));
+      return;
+    }
     out(`citygate: worker ${w.process.pid} exited (${signal ?? code}); starting another`);
     const young = Date.now() - at < YOUNG_MS;
-    setTimeout(fork, young ? 1000 : 0).unref();
+    setTimeout(fork, young ? 1000 : 0);
   });
 
   for (let i = 0; i < config.workers; i++) fork();
