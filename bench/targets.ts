@@ -81,7 +81,16 @@ export async function citygateSetup(origin: string, adminKey: string): Promise<C
     city_id: city.city_id,
     user_id: "bench-user",
   });
-  // If chat completions need credits by then, give the bench user a balance here.
+  // Billing on (a priced model, see BENCH_BILLING): the bench user gets a balance that never runs out.
+  if (process.env.BENCH_BILLING !== "0") {
+    await postJson(`${origin}/v1/balance/adjust`, adminKey, {
+      city_id: city.city_id,
+      user_id: "bench-user",
+      credits: 1_000_000_000_000,
+      reason: "bench",
+      idempotency_key: "bench-fund",
+    });
+  }
   return { cityId: city.city_id, userToken: token.user_token };
 }
 
@@ -97,6 +106,25 @@ export async function readAdminKeyFromDb(databasePath: string): Promise<string |
   }
 }
 
+/** A new database on the server of `url`, for one bench run. */
+async function freshPostgres(url: string): Promise<{ url: string; drop(): Promise<void> }> {
+  const { default: pg } = await import("pg");
+  const name = `citygate_bench_${Date.now()}`;
+  const admin = async (text: string) => {
+    const c = new pg.Client({ connectionString: url });
+    await c.connect();
+    try {
+      await c.query(text);
+    } finally {
+      await c.end();
+    }
+  };
+  await admin(`CREATE DATABASE "${name}"`);
+  const u = new URL(url);
+  u.pathname = `/${name}`;
+  return { url: u.toString(), drop: () => admin(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`) };
+}
+
 export const citygate: Target = {
   name: "citygate",
   description: "citygate (node src/cli/main.ts serve) → stub",
@@ -106,6 +134,9 @@ export const citygate: Target = {
     }
     const dir = mkdtempSync(join(tmpdir(), "citygate-bench-"));
     const databasePath = join(dir, "citygate.sqlite");
+    // BENCH_DATABASE_URL=postgres://…/any: run citygate on a fresh PostgreSQL database on that server
+    // (dropped afterwards); BENCH_GATEWAY_WORKERS=N: that many worker processes.
+    const pg = process.env.BENCH_DATABASE_URL ? await freshPostgres(process.env.BENCH_DATABASE_URL) : null;
     const port = await freePort();
     const origin = `http://127.0.0.1:${port}`;
     let adminKey = `bench-admin-${crypto.randomUUID()}`;
@@ -122,11 +153,15 @@ export const citygate: Target = {
         TEXTPROVIDER_API_KEY: stub.apiKey,
         TEXTPROVIDER_BASE_URL: stub.url,
         TEXTPROVIDER_MODELS: model,
+        ...(process.env.BENCH_BILLING !== "0" ? { MODEL_PRICES: JSON.stringify({ [model]: { input_per_mtok: 150_000, output_per_mtok: 600_000 } }) } : {}),
+        ...(pg ? { DATABASE_URL: pg.url } : {}),
+        ...(process.env.BENCH_GATEWAY_WORKERS ? { GATEWAY_WORKERS: process.env.BENCH_GATEWAY_WORKERS } : {}),
       },
       ready: () => answersHttp(origin + CITYGATE_READY_PATH),
     });
     const stop = async () => {
       await proc.stop();
+      await pg?.drop();
       rmSync(dir, { recursive: true, force: true });
     };
     try {
