@@ -23,7 +23,19 @@ export interface Db {
   readonly dialect: 'sqlite' | 'd1' | 'postgres';
   /** Runs the statements atomically, in order: all of them or none. */
   batch(queries: readonly Statement[]): Promise<BatchResult[]>;
+  /**
+   * Where the database can tell other processes about a change at once (PostgreSQL's
+   * LISTEN/NOTIFY), caches use it on top of their time bound; absent elsewhere.
+   */
+  readonly changes?: ChangeFeed;
   close(): Promise<void>;
+}
+
+/** Change notices between processes sharing a database: a topic ('city', 'env') and a key. */
+export interface ChangeFeed {
+  /** Tells every other process; best effort (a cache's own time bound covers a lost notice). */
+  publish(topic: string, key: string): void;
+  subscribe(fn: (topic: string, key: string) => void): void;
 }
 
 /** Unix epoch milliseconds: the one time format of every table. */

@@ -1,5 +1,6 @@
 // City status on the hot path comes from memory: pause/activate/remove update this process
-// at once; other processes or isolates see a change within ttlMs.
+// at once; other processes or isolates see a change within ttlMs (3 s), and at once where the
+// database has a change feed (PostgreSQL's LISTEN/NOTIFY).
 import type { Db } from '../db/database.ts';
 
 export type CityStatus = 'active' | 'paused' | 'removed';
@@ -12,6 +13,9 @@ export class CityStatusCache {
   constructor(db: Db, ttlMs = 3000) {
     this.db = db;
     this.ttlMs = ttlMs;
+    db.changes?.subscribe((topic, cityId) => {
+      if (topic === 'city') this.#cache.delete(cityId);
+    });
   }
 
   /** The status of a city, or null when no such city was ever created. */
@@ -20,12 +24,14 @@ export class CityStatusCache {
     if (hit && Date.now() - hit.at < this.ttlMs) return hit.status;
     const row = await this.db.kysely.selectFrom('cities').select('status').where('city_id', '=', cityId).executeTakeFirst();
     const status = row?.status ?? null;
-    this.set(cityId, status);
+    this.set(cityId, status, false);
     return status;
   }
 
-  set(cityId: string, status: CityStatus | null): void {
+  /** This process changed the city (or read it): remember, and tell the other processes. */
+  set(cityId: string, status: CityStatus | null, changed = true): void {
     if (this.#cache.size > 50_000) this.#cache.clear();
     this.#cache.set(cityId, { status, at: Date.now() });
+    if (changed) this.db.changes?.publish('city', cityId);
   }
 }

@@ -14,7 +14,8 @@
 //     guard against the committed state, so every batch still behaves as if it ran alone.
 import pg from 'pg';
 import { CompiledQuery, Kysely, PostgresDialect } from 'kysely';
-import { compile, type BatchResult, type Db, type Statement } from '../database.ts';
+import { randomUUID } from 'node:crypto';
+import { compile, type BatchResult, type ChangeFeed, type Db, type Statement } from '../database.ts';
 import type { Schema } from '../schema.ts';
 
 export interface PostgresOptions {
@@ -103,9 +104,11 @@ export function openPostgres(url: string, opts: PostgresOptions = {}): Db {
     return results;
   }
 
+  const changes = changeFeed(url, pool);
   return {
     kysely,
     dialect: 'postgres',
+    changes,
     async batch(queries: readonly Statement[]): Promise<BatchResult[]> {
       if (queries.length === 0) return [];
       const compiled = queries.map(compile);
@@ -125,7 +128,73 @@ export function openPostgres(url: string, opts: PostgresOptions = {}): Db {
       }
     },
     async close() {
+      await changes.close();
       await kysely.destroy(); // ends the pool
+    },
+  };
+}
+
+const CHANNEL = 'citygate_changes';
+
+/**
+ * LISTEN/NOTIFY: one extra connection per process, opened at the first subscribe, reopened
+ * after a loss (meanwhile the caches' time bounds still hold). A process ignores its own notices.
+ */
+function changeFeed(url: string, pool: pg.Pool): ChangeFeed & { close(): Promise<void> } {
+  const me = randomUUID();
+  const subscribers: ((topic: string, key: string) => void)[] = [];
+  let client: pg.Client | null = null;
+  let closed = false;
+  let retry: ReturnType<typeof setTimeout> | null = null;
+
+  const listen = async () => {
+    if (closed || client) return;
+    const c = new pg.Client({ connectionString: url });
+    client = c;
+    const lost = () => {
+      if (client !== c) return;
+      client = null;
+      c.end().catch(() => {});
+      if (!closed) {
+        retry = setTimeout(() => void listen(), 1000);
+        retry.unref();
+      }
+    };
+    c.on('error', lost);
+    c.on('end', lost);
+    c.on('notification', (n) => {
+      if (!n.payload) return;
+      try {
+        const { from, topic, key } = JSON.parse(n.payload) as { from: string; topic: string; key: string };
+        if (from === me) return;
+        for (const fn of subscribers) fn(topic, key);
+      } catch {
+        /* not ours */
+      }
+    });
+    try {
+      await c.connect();
+      await c.query(`LISTEN ${CHANNEL}`);
+    } catch {
+      lost();
+    }
+  };
+
+  return {
+    publish(topic, key) {
+      if (closed) return;
+      pool.query('SELECT pg_notify($1, $2)', [CHANNEL, JSON.stringify({ from: me, topic, key })]).catch(() => {});
+    },
+    subscribe(fn) {
+      subscribers.push(fn);
+      void listen();
+    },
+    async close() {
+      closed = true;
+      if (retry) clearTimeout(retry);
+      const c = client;
+      client = null;
+      await c?.end().catch(() => {});
     },
   };
 }
