@@ -80,7 +80,11 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
   child.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
 
   const url = await new Promise<string>((resolveUrl, reject) => {
-    const timer = setTimeout(() => reject(new Error(`gateway did not start in 15 s:\n${err}`)), 15_000);
+    // generous: the test machine is shared and often loaded
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`gateway did not start in 60 s:\n${err}`));
+    }, 60_000);
     const onData = () => {
       const m = /listening on (http:\/\/\S+)/.exec(err);
       if (m) {
@@ -109,7 +113,12 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
     stop(signal = 'SIGTERM') {
       if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
       return new Promise((r) => {
-        child.once('exit', (code) => r(code));
+        // a gateway stops itself within 15-20 s; a test never waits forever on one
+        const kill = setTimeout(() => child.kill('SIGKILL'), 40_000);
+        child.once('exit', (code) => {
+          clearTimeout(kill);
+          r(code);
+        });
         child.kill(signal);
       });
     },
@@ -127,4 +136,15 @@ export async function readAdminKey(db: SqlTarget | string): Promise<string> {
   const row = await sqlGet<{ value: string }>(t, `SELECT value FROM env WHERE key = 'GATEWAY_ADMIN_SECRET_KEY'`);
   if (!row) throw new Error('no admin key in the database');
   return row.value;
+}
+
+/** Starts several gateways at once; if one fails to start, stops the others before throwing. */
+export async function startGateways(n: number, opts: StartOptions = {}): Promise<TestGateway[]> {
+  const started = await Promise.allSettled(Array.from({ length: n }, () => startGateway(opts)));
+  const failed = started.find((r) => r.status === 'rejected');
+  if (failed) {
+    await Promise.all(started.map((r) => (r.status === 'fulfilled' ? r.value.stop() : null)));
+    throw (failed as PromiseRejectedResult).reason;
+  }
+  return started.map((r) => (r as PromiseFulfilledResult<TestGateway>).value);
 }

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { sqlAll, sqlGet } from '../helpers/sql.ts';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { readAdminKey, startGateway, tempDir } from '../helpers/gateway.ts';
+import { readAdminKey, startGateway, startGateways, tempDir } from '../helpers/gateway.ts';
 import { client } from '../helpers/http.ts';
 
 test('the admin key read by plain SQL is the one that works, and the first boot prints it once', async () => {
@@ -58,7 +58,7 @@ test('GATEWAY_ADMIN_SECRET_KEY from the process environment seeds the first boot
 
 test('four gateways booted at once on one new database: one admin key, one active signing key', async () => {
   const dir = tempDir();
-  const gws = await Promise.all([1, 2, 3, 4].map(() => startGateway({ dir })));
+  const gws = await startGateways(4, { dir });
   try {
     const keys = await sqlAll(gws[0], `SELECT value FROM env WHERE key = 'GATEWAY_ADMIN_SECRET_KEY'`);
     const active = await sqlAll(gws[0], `SELECT kid FROM signing_keys WHERE status = 'active'`);
@@ -82,7 +82,7 @@ test('four gateways booted at once on one new database: one admin key, one activ
 
 test('`citygate admin-key` reads the key from DATABASE_PATH (or DATABASE_URL); a pause on one process reaches the others', async () => {
   const dir = tempDir();
-  const [a, b] = await Promise.all([startGateway({ dir }), startGateway({ dir })]);
+  const [a, b] = await startGateways(2, { dir });
   try {
     const { execFileSync } = await import('node:child_process');
     const printed = execFileSync(process.execPath, ['src/cli/main.ts', 'admin-key'], {

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { migrations } from '../../src/db/migrations/index.ts';
 import { PROJECT_CONFIG } from '../ai/setup.ts';
-import { readAdminKey, startGateway, tempDir, type TestGateway } from '../helpers/gateway.ts';
+import { readAdminKey, startGateways, tempDir, type TestGateway } from '../helpers/gateway.ts';
 import { client } from '../helpers/http.ts';
 import { moneyRace, RACE_ENV } from '../helpers/money-race.ts';
 import { pgSkipReason } from '../helpers/postgres.ts';
@@ -40,7 +40,10 @@ function projectDir(): string {
 test('three replicas on one new PostgreSQL database', { skip, timeout: 180_000 }, async (t) => {
   const stub = await startOpenAIStub();
   const dir = projectDir();
-  const gws = await Promise.all([1, 2, 3].map(() => startGateway({ dir, postgres: true, env: upstreamEnv(stub) })));
+  const gws = await startGateways(3, { dir, postgres: true, env: upstreamEnv(stub) }).catch(async (e) => {
+    await stub.close();
+    throw e;
+  });
   try {
     const [a, b, c] = gws;
     const urls = gws.map((g) => g.url);
@@ -108,8 +111,12 @@ async function waitJobs(gw: TestGateway, token: string, ids: string[], ms: numbe
 test('image jobs across two replicas run exactly once; a replica killed mid-job has its jobs finished by the other', { skip, timeout: 180_000 }, async (t) => {
   const stub = await startOpenAIStub({ slowMs: 2500 });
   const dir = projectDir();
-  const env = { ...upstreamEnv(stub), BALANCE_INITIAL_CREDITS: '100000000', JOB_LEASE_SECONDS: '2' };
-  let [a, b] = await Promise.all([startGateway({ dir, postgres: true, env }), startGateway({ dir, postgres: true, env })]);
+  // A short lease, so the takeover is quick; long enough that a live runner on a loaded machine renews it in time.
+  const env = { ...upstreamEnv(stub), BALANCE_INITIAL_CREDITS: '100000000', JOB_LEASE_SECONDS: '4' };
+  let [a, b] = await startGateways(2, { dir, postgres: true, env }).catch(async (e) => {
+    await stub.close();
+    throw e;
+  });
   try {
     const admin = client(a.url, a.adminKey);
     await admin.post('/v1/cities/create', { name: 'Jobs', city_id: 'jobs' });

@@ -2,12 +2,20 @@
 // every gateway (and the in-process billing test) on a fresh PostgreSQL database of its own.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { resolve } from 'node:path';
+import { readdirSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { test } from 'node:test';
 import { pgSkipReason } from '../helpers/postgres.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-const SUITES = ['test/kernel/*.test.ts', 'test/money/*.test.ts', 'test/accounts/*.test.ts', 'test/ai/*.test.ts', 'test/cli/usage.test.ts', 'test/client/client.test.ts'];
+const AREAS = ['kernel', 'money', 'accounts', 'ai'];
+const EXTRA = ['test/cli/usage.test.ts', 'test/client/client.test.ts'];
+// test/kernel/workers.test.ts is about SQLite (GATEWAY_WORKERS on one file) and runs once, in the main run.
+const ONLY_SQLITE = new Set(['test/kernel/workers.test.ts']);
+const SUITES = [
+  ...AREAS.flatMap((a) => readdirSync(join(ROOT, 'test', a)).filter((f) => f.endsWith('.test.ts')).map((f) => `test/${a}/${f}`)),
+  ...EXTRA,
+].filter((f) => !ONLY_SQLITE.has(f));
 
 const skip = await pgSkipReason();
 
