@@ -3,7 +3,7 @@
 // primary and every worker with no buffered usage record lost.
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import { startGateway } from '../helpers/gateway.ts';
 import { client } from '../helpers/http.ts';
 import { moneyRace, RACE_ENV } from '../helpers/money-race.ts';
@@ -36,8 +36,13 @@ const alive = (pid: number) => {
   }
 };
 
+const cleanup: (() => Promise<unknown>)[] = [];
+// Also when the test times out: a primary left running would keep this file from ending.
+after(() => Promise.all(cleanup.map((f) => f())));
+
 test('GATEWAY_WORKERS=2 on SQLite: the 50-way money race, a killed worker replaced, SIGTERM writes every usage record', async () => {
   const stub = await startOpenAIStub();
+  cleanup.push(() => stub.close());
   const gw = await startGateway({
     postgres: false,
     env: {
@@ -48,6 +53,7 @@ test('GATEWAY_WORKERS=2 on SQLite: the 50-way money race, a killed worker replac
       ...RACE_ENV,
     },
   });
+  cleanup.unshift(() => gw.stop('SIGKILL'));
   try {
     const primary = gw.child.pid!;
     const workers = childPids(primary);
