@@ -60,3 +60,13 @@ export function maxBoundParameters(dialect: Db['dialect']): number {
 export function least(db: Db, a: unknown, b: unknown): RawBuilder<number> {
   return db.dialect === 'postgres' ? sql<number>`LEAST(${a}, ${b})` : sql<number>`MIN(${a}, ${b})`;
 }
+
+/**
+ * The row lock a guarded read takes on PostgreSQL (`FOR UPDATE OF alias`), empty on SQLite and
+ * D1, where a batch runs alone anyway. On PostgreSQL a batch runs under READ COMMITTED: a
+ * concurrent batch on the same row waits for this lock, then re-reads the committed row and
+ * re-checks its guard, so guards written for one-batch-at-a-time hold there too.
+ */
+export function lockRowsOf(db: Db, alias: string): RawBuilder<unknown> {
+  return db.dialect === 'postgres' ? sql`FOR UPDATE OF ${sql.raw(alias)}` : sql``;
+}

@@ -6,12 +6,13 @@
 //     BIGINT, COUNT and SUM come back as JS numbers, not the strings `pg` returns by default;
 //   - parameters: JS numbers are sent typed ($n::bigint / ::float8) and booleans as 1/0, so
 //     `INSERT … SELECT $1, …` and arithmetic on parameters type-check as they do on SQLite;
-//   - `Db.batch`: one SERIALIZABLE transaction on one pooled client, retried whole when
-//     PostgreSQL reports a serialization failure or deadlock. The money batches are guarded
-//     INSERT … SELECT … WHERE <guard> statements written for SQLite, where a batch runs alone;
-//     under READ COMMITTED two of them could read the same balance and both pass their guard.
-//     SERIALIZABLE lets only one of such a pair commit, and the retry re-evaluates the other's
-//     guard against the committed state, so every batch still behaves as if it ran alone.
+//   - `Db.batch`: one READ COMMITTED transaction on one pooled client, retried whole on a
+//     deadlock. The money batches are guarded INSERT … SELECT … WHERE <guard> statements written
+//     for SQLite, where a batch runs alone; here two of them could read the same balance and
+//     both pass their guard, so their read locks the balance row (`lockRowsOf` in database.ts):
+//     the second waits, and PostgreSQL re-checks its guard against the committed row.
+//     (SERIALIZABLE was the first design: correct, but a hot balance — one user, many calls at
+//     once — turned into a storm of serialization failures and retries: ~10 calls/s.)
 import pg from 'pg';
 import { CompiledQuery, Kysely, PostgresDialect } from 'kysely';
 import { randomUUID } from 'node:crypto';
@@ -70,6 +71,39 @@ class TypedClient extends pg.Client {
   }
 }
 
+/** Like node-sqlite: a statement that returns columns counts its rows, others their changes. */
+function toBatchResult(r: pg.QueryResult): BatchResult {
+  const returns = r.fields && r.fields.length > 0;
+  return { rows: r.rows, changes: returns ? r.rows.length : (r.rowCount ?? 0) };
+}
+
+/**
+ * The whole batch as one simple-protocol query ("BEGIN; …; COMMIT"), its parameters written as
+ * escaped literals: one round trip, so a row lock taken inside is held for the server's work
+ * only, not for a client round trip per statement (a hot balance serializes on that lock).
+ * Null when a parameter is not a plain string, number or null (then: one statement at a time).
+ */
+function oneRoundTrip(client: pg.PoolClient, compiled: CompiledQuery[]): string | null {
+  const parts = ['BEGIN ISOLATION LEVEL READ COMMITTED'];
+  for (const q of compiled) {
+    if (q.parameters.length === 0) {
+      parts.push(q.sql);
+      continue;
+    }
+    const { text, values } = typedParameters(q.sql, q.parameters);
+    const literals: string[] = [];
+    for (const v of values) {
+      if (v === null) literals.push('NULL');
+      else if (typeof v === 'number' && Number.isFinite(v)) literals.push(`(${v})`); // parenthesized: "- -1" must never become "--1", a comment
+      else if (typeof v === 'string') literals.push(client.escapeLiteral(v));
+      else return null;
+    }
+    parts.push(text.replace(/\$(\d+)/g, (_, i: string) => literals[Number(i) - 1]));
+  }
+  parts.push('COMMIT');
+  return parts.join(';\n');
+}
+
 const RETRYABLE = new Set(['40001', '40P01']); // serialization_failure, deadlock_detected
 const MAX_BATCH_MS = 20_000;
 
@@ -87,14 +121,22 @@ export function openPostgres(url: string, opts: PostgresOptions = {}): Db {
   const kysely = new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) });
 
   async function runBatch(client: pg.PoolClient, compiled: CompiledQuery[]): Promise<BatchResult[]> {
+    const one = oneRoundTrip(client, compiled);
+    if (one !== null) {
+      try {
+        const rs = (await client.query(one)) as unknown as pg.QueryResult[];
+        // [BEGIN, …statements, COMMIT]
+        return rs.slice(1, -1).map(toBatchResult);
+      } catch (e) {
+        await client.query('ROLLBACK').catch(() => {});
+        throw e;
+      }
+    }
     const results: BatchResult[] = [];
-    await client.query('BEGIN ISOLATION LEVEL SERIALIZABLE');
+    await client.query('BEGIN ISOLATION LEVEL READ COMMITTED');
     try {
       for (const q of compiled) {
-        const r = await client.query(q.sql, q.parameters as unknown[]);
-        // Like node-sqlite: a statement that returns columns counts its rows, others their changes.
-        const returns = r.fields && r.fields.length > 0;
-        results.push({ rows: r.rows, changes: returns ? r.rows.length : (r.rowCount ?? 0) });
+        results.push(toBatchResult(await client.query(q.sql, q.parameters as unknown[])));
       }
       await client.query('COMMIT');
     } catch (e) {
