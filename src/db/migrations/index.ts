@@ -4,6 +4,7 @@ import kernel from './001_kernel.ts';
 import ai from './010_ai.ts';
 import accounts from './020_accounts.ts';
 import money from './030_money.ts';
+import moneyLeaks from './031_money_leaks.ts';
 
 /** One statement: portable SQL (translated for PostgreSQL by dialects/postgres-ddl.ts), or both texts. */
 export type MigrationStatement = string | { sqlite: string; postgres: string };
@@ -18,4 +19,5 @@ export const migrations: Migration[] = [
   { name: '010_ai', statements: ai },
   { name: '020_accounts', statements: accounts },
   { name: '030_money', statements: money },
+  { name: '031_money_leaks', statements: moneyLeaks },
 ];
