@@ -10,8 +10,9 @@ import { pgSkipReason } from '../helpers/postgres.ts';
 const ROOT = resolve(import.meta.dirname, '../..');
 const AREAS = ['kernel', 'money', 'accounts', 'ai'];
 const EXTRA = ['test/cli/usage.test.ts', 'test/client/client.test.ts'];
-// test/kernel/workers.test.ts is about SQLite (GATEWAY_WORKERS on one file) and runs once, in the main run.
-const ONLY_SQLITE = new Set(['test/kernel/workers.test.ts']);
+// SQLite only, run once in the main run: GATEWAY_WORKERS on one file, and write failures made by
+// an SQLite trigger installed into the gateway's file.
+const ONLY_SQLITE = new Set(['test/kernel/workers.test.ts', 'test/money/settle-failure.test.ts']);
 const SUITES = [
   ...AREAS.flatMap((a) => readdirSync(join(ROOT, 'test', a)).filter((f) => f.endsWith('.test.ts')).map((f) => `test/${a}/${f}`)),
   ...EXTRA,
