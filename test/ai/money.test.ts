@@ -256,6 +256,8 @@ describe('hold sizing: the hold covers the measured cost, or the call is refused
     const ok = await client(w.gw.url, enough).post('/v1/ai/chat/completions', body);
     assert.equal(ok.status, 200, ok.text);
     assert.equal(ok.body.usage.completion_tokens, 11);
+    // settled right after the response (at once on SQLite, a round trip later on PostgreSQL)
+    for (const end = Date.now() + 2000; (await balance(enough)) !== 8192 - 11 && Date.now() < end; ) await new Promise((res) => setTimeout(res, 20));
     assert.equal(await balance(enough), 8192 - 11, 'charged the measured cost, the rest returned');
   });
 });
