@@ -10,7 +10,7 @@ export const METHODS = {
   cities: { list: 'GET', current: 'GET', get: 'GET', create: 'POST', pause: 'POST', activate: 'POST', remove: 'POST', 'tokens/apply': 'POST' },
   bureaus: { create: 'POST', list: 'GET', revoke: 'POST' },
   accounts: { providers: 'GET', login: 'POST', 'oauth/start': 'POST', 'oauth/callback': 'GET', 'oauth/result': 'GET', me: 'GET', users: 'GET' },
-  balance: { me: 'GET', history: 'GET', list: 'GET', ledger: 'GET', adjust: 'POST' },
+  balance: { me: 'GET', history: 'GET', list: 'GET', get: 'GET', ledger: 'GET', adjust: 'POST' },
   payment: {
     methods: 'GET',
     checkout: 'POST',
@@ -22,7 +22,7 @@ export const METHODS = {
     payments: 'GET',
     'payments/sync': 'POST',
   },
-  usage: { me: 'GET', list: 'GET', summary: 'GET' },
+  usage: { me: 'GET', list: 'GET', summary: 'GET', stats: 'GET' },
   ai: {
     models: 'GET',
     text: 'POST',

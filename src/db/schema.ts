@@ -212,6 +212,8 @@ export interface UsageTable {
   seconds: number;
   credits: number;
   duration_ms: number;
+  /** citygate's own milliseconds (x-citygate-overhead-ms); null for calls recorded before it was kept. */
+  overhead_ms: number | null;
   created_at: number;
   /** 1 when the upstream reported no usage and the tokens are citygate's estimate. */
   estimated: Generated<number>;

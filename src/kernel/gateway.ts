@@ -21,6 +21,7 @@ import { fetchHttp, type UpstreamHttp } from './http.ts';
 import { KeyRing } from './tokens.ts';
 import { openApiDocument } from './openapi.ts';
 import { SCALAR_CDN, docsPage } from './docs.ts';
+import { serveConsole, type ConsoleAssets } from './console.ts';
 
 export interface GatewayOptions {
   db: Db;
@@ -41,6 +42,8 @@ export interface GatewayOptions {
   waitUntil?: (p: Promise<unknown>) => void;
   /** Scalar's standalone script for /docs, served by the gateway itself when given. */
   docsScript?: () => Promise<BodyInit | null>;
+  /** The admin console's built files for /console (Node: console/dist; Workers: static assets). */
+  consoleAssets?: ConsoleAssets;
 }
 
 export interface InitResult {
@@ -143,6 +146,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     await next();
     // Time spent in citygate, upstream waits excluded (for a stream: up to its first byte).
     const overhead = Math.max(0, performance.now() - started - timing.upstreamMs);
+    timing.overheadMs = overhead; // a stream's usage record, written after its last chunk, reports this
     const requestId = c.get('requestId' as never) as string | undefined;
     try {
       c.res.headers.set('x-citygate-overhead-ms', overhead.toFixed(2));
@@ -219,6 +223,9 @@ export function createGateway(opts: GatewayOptions): Gateway {
     if (!body) throw notFound('route_not_found', 'The docs script is not bundled with this deployment.');
     return new Response(body, { headers: { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'public, max-age=86400' } });
   });
+
+  app.get('/console/*', async (c) => (await serveConsole(c.req.path, opts.consoleAssets)) ?? c.notFound());
+  app.get('/console', async (c) => (await serveConsole(c.req.path, opts.consoleAssets))!);
 
   app.all('/v1/*', (c) => dispatch(c));
 

@@ -32,6 +32,8 @@ export interface RequestTiming {
   /** performance.now() when the request arrived. */
   startedAt: number;
   upstreamMs: number;
+  /** Set by the kernel once the response is ready: the x-citygate-overhead-ms it reports. */
+  overheadMs?: number;
 }
 
 export interface ActionDef<S extends z.ZodType = z.ZodType, R = unknown, O extends z.ZodType = z.ZodType> {

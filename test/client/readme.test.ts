@@ -104,10 +104,11 @@ async function runUntil(command: string | string[], cwd: string, env: NodeJS.Pro
 }
 
 // A fresh copy of the committed tree (`git archive HEAD`: no node_modules, data or local
-// files). `npm install` there installs from npm's cache (warm after CI's `npm ci`): about 35 s.
+// files). `npm install` there installs from npm's cache (warm after CI's `npm ci`) and builds the
+// console: about 45 s alone, up to ~2 min beside the rest of the suite on 2 cores.
 // (A node_modules symlinked to this checkout's does not help: npm replaces the link with a
 // directory and installs anyway, leaving the link's target alone.)
-test('the quick start runs verbatim in a fresh copy of the repository', async () => {
+test('the quick start runs verbatim in a fresh copy of the repository', { timeout: 300_000 }, async () => {
   const { start } = quickStart();
   const dir = tempDir('citygate-quickstart-');
   execFileSync('sh', ['-c', `git -C "${ROOT}" archive HEAD | tar -x -C "${dir}"`]);
@@ -122,7 +123,7 @@ test('the quick start runs verbatim in a fresh copy of the repository', async ()
   // The README's port when it is free; else the same command on a free port.
   const free = await portFree(43127);
   if (!free) env.PORT = '0';
-  const run = await runUntil(start, dir, env, /listening on (http:\/\/\S+)/, 100_000);
+  const run = await runUntil(start, dir, env, /listening on (http:\/\/\S+)/, 270_000);
   try {
     const url = run.match[1];
     if (free) assert.equal(url, 'http://127.0.0.1:43127', 'the README’s address');
@@ -131,6 +132,12 @@ test('the quick start runs verbatim in a fresh copy of the repository', async ()
     assert.deepEqual(health.services, ['env', 'cities', 'bureaus', 'accounts', 'balance', 'payment', 'usage', 'ai']);
     assert.ok(existsSync(join(dir, 'data/citygate.sqlite')), 'the README’s database path');
     assert.match(run.output(), /generated the admin key/);
+    // `npm install` built the admin console (the prepare script): /console works at once.
+    const index = await fetch(`${url}/console/`);
+    assert.equal(index.status, 200, 'the console is built by npm install');
+    const script = /src="(\/console\/assets\/[^"]+\.js)"/.exec(await index.text());
+    assert.ok(script, 'the console page loads its script');
+    assert.equal((await fetch(url + script[1])).status, 200);
     await run.stop();
     // The shell exits at once; the gateway under npm finishes its graceful stop just after.
     const end = Date.now() + 15_000;

@@ -209,6 +209,9 @@ describe('citygate deploy', () => {
     assert.deepEqual(c.r2_buckets, [{ binding: 'MEDIA', bucket_name: 'edge-gw-media' }]);
     assert.equal(c.vars.CITYGATE_STORAGE_PUBLIC_URL, 'https://media.example.com');
     assert.equal(c.vars.CITYGATE_VERSION, '0.1.1');
+    // The admin console goes up as the Worker's static assets.
+    assert.match(c.assets.directory, /console\/dist$/);
+    assert.ok(existsSync(join(c.assets.directory, 'console/index.html')));
     const exec = s.wranglerCalls().find((x) => x.argv![1] === 'execute')!;
     assert.ok(exec.argv!.includes(`SELECT value FROM env WHERE key = 'GATEWAY_ADMIN_SECRET_KEY'`));
     assert.ok(exec.argv!.includes('--remote'));

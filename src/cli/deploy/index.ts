@@ -25,7 +25,7 @@ import {
   type WhoAmI,
   type Wrangler,
 } from './wrangler.ts';
-import { wranglerConfig, writeTempConfig, type TempConfig } from './wrangler-config.ts';
+import { consoleAssetsDir, wranglerConfig, writeTempConfig, type TempConfig } from './wrangler-config.ts';
 
 const USAGE = 'citygate deploy [dir] [--dry-run] [--verify-only] [--verify] [--account-id ID]';
 const ADMIN_KEY_SQL = `SELECT value FROM env WHERE key = 'GATEWAY_ADMIN_SECRET_KEY'`;
@@ -267,7 +267,7 @@ async function deploy(o: DeployOptions): Promise<void> {
       return { done: parts.join(', ') };
     });
 
-    temp = writeTempConfig(dir, wranglerConfig(decl, { databaseId }, { accountId: o.accountId, version: newVersion ?? pkg?.json.version }));
+    temp = writeTempConfig(dir, wranglerConfig(decl, { databaseId }, { accountId: o.accountId, version: newVersion ?? pkg?.json.version, consoleDir: consoleAssetsDir() }));
 
     await step('deploy', async () => {
       if (dryRun) {

@@ -17,6 +17,7 @@ import { loadProjectConfig } from './project-config.ts';
 import { isEventStream, writeEventStream } from './event-stream.ts';
 import { bufferedLines } from './log-writer.ts';
 import { undiciHttp } from './upstream-http.ts';
+import { nodeConsoleAssets } from './console-assets.ts';
 
 // Scalar's self-contained browser build, next to the package's entry point.
 const scalarScript = async () => {
@@ -50,6 +51,7 @@ export async function startNodeServer(
     logger,
     config: { localLogin: config.localLogin },
     docsScript: scalarScript,
+    consoleAssets: nodeConsoleAssets(),
     http,
     jobs,
     storage: new LocalFileStore(join(config.dataDir, 'files')),

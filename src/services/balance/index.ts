@@ -128,6 +128,24 @@ export const balanceService = defineService({
         };
       },
     }),
+    get: action({
+      method: 'GET',
+      auth: ['admin', 'bureau'],
+      summary: 'The balance of one user of a city (read only: a user never seen has the starting grant to come)',
+      input: z.object({ city_id: cityIdSchema, user_id: userIdSchema }),
+      output: z.object({ city_id: z.string(), user_id: z.string(), credits: z.number().int(), usd: z.number(), exists: z.boolean() }),
+      handler: async ({ gateway, identity, input }) => {
+        const cityId = scopeCity(identity, input.city_id)!;
+        const row = await gateway.db.kysely
+          .selectFrom('balances')
+          .select('credits')
+          .where('city_id', '=', cityId)
+          .where('user_id', '=', input.user_id)
+          .executeTakeFirst();
+        const credits = row?.credits ?? initialGrant(gateway);
+        return { city_id: cityId, user_id: input.user_id, credits, usd: usdOf(credits), exists: !!row };
+      },
+    }),
     ledger: action({
       method: 'GET',
       auth: ['admin', 'bureau'],
