@@ -7,9 +7,9 @@ export type Method = 'GET' | 'POST';
 
 export const METHODS = {
   env: { list: 'GET', upsert: 'POST', remove: 'POST', import: 'POST' },
-  cities: { list: 'GET', current: 'GET', get: 'GET', create: 'POST', pause: 'POST', activate: 'POST', remove: 'POST', 'tokens/apply': 'POST' },
+  cities: { list: 'GET', current: 'GET', get: 'GET', create: 'POST', pause: 'POST', activate: 'POST', remove: 'POST', 'tokens/apply': 'POST', update: 'POST', 'tokens/revoke': 'POST', 'keys/rotate': 'POST' },
   bureaus: { create: 'POST', list: 'GET', revoke: 'POST' },
-  accounts: { providers: 'GET', login: 'POST', 'oauth/start': 'POST', 'oauth/callback': 'GET', 'oauth/result': 'GET', me: 'GET', users: 'GET' },
+  accounts: { providers: 'GET', login: 'POST', 'oauth/start': 'POST', 'oauth/callback': 'GET', 'oauth/result': 'GET', logout: 'POST', me: 'GET', users: 'GET' },
   balance: { me: 'GET', history: 'GET', list: 'GET', get: 'GET', ledger: 'GET', adjust: 'POST' },
   payment: {
     methods: 'GET',
@@ -21,6 +21,7 @@ export const METHODS = {
     'payments/me': 'GET',
     payments: 'GET',
     'payments/sync': 'POST',
+    refunds: 'GET',
   },
   usage: { me: 'GET', list: 'GET', summary: 'GET', stats: 'GET' },
   ai: {
@@ -28,6 +29,13 @@ export const METHODS = {
     text: 'POST',
     stream: 'POST',
     'chat/completions': 'POST',
+    embeddings: 'POST',
+    responses: 'POST',
+    messages: 'POST',
+    'messages/count_tokens': 'POST',
+    'v1/messages': 'POST',
+    'v1/messages/count_tokens': 'POST',
+    'v1/models': 'GET',
     'image/create': 'POST',
     'image/result': 'POST',
     video: 'POST',

@@ -1,14 +1,21 @@
-// City status on the hot path comes from memory: pause/activate/remove update this process
-// at once; other processes or isolates see a change within ttlMs (3 s), and at once where the
-// database has a change feed (PostgreSQL's LISTEN/NOTIFY).
+// City status and settings on the hot path come from memory: pause/activate/remove/update
+// refresh this process at once; other processes or isolates see a change within ttlMs (3 s),
+// and at once where the database has a change feed (PostgreSQL's LISTEN/NOTIFY).
 import type { Db } from '../db/database.ts';
+import { parseCitySettings, type CitySettings } from './city-settings.ts';
 
 export type CityStatus = 'active' | 'paused' | 'removed';
+
+interface Entry {
+  status: CityStatus | null;
+  settings: CitySettings;
+  at: number;
+}
 
 export class CityStatusCache {
   readonly db: Db;
   readonly ttlMs: number;
-  #cache = new Map<string, { status: CityStatus | null; at: number }>();
+  #cache = new Map<string, Entry>();
 
   constructor(db: Db, ttlMs = 3000) {
     this.db = db;
@@ -18,20 +25,33 @@ export class CityStatusCache {
     });
   }
 
-  /** The status of a city, or null when no such city was ever created. */
-  async get(cityId: string): Promise<CityStatus | null> {
+  async #entry(cityId: string): Promise<Entry> {
     const hit = this.#cache.get(cityId);
-    if (hit && Date.now() - hit.at < this.ttlMs) return hit.status;
-    const row = await this.db.kysely.selectFrom('cities').select('status').where('city_id', '=', cityId).executeTakeFirst();
-    const status = row?.status ?? null;
-    this.set(cityId, status, false);
-    return status;
+    if (hit && Date.now() - hit.at < this.ttlMs) return hit;
+    const row = await this.db.kysely.selectFrom('cities').select(['status', 'settings']).where('city_id', '=', cityId).executeTakeFirst();
+    return this.#put(cityId, row?.status ?? null, parseCitySettings(row?.settings));
   }
 
-  /** This process changed the city (or read it): remember, and tell the other processes. */
-  set(cityId: string, status: CityStatus | null, changed = true): void {
+  /** The status of a city, or null when no such city was ever created. */
+  async get(cityId: string): Promise<CityStatus | null> {
+    return (await this.#entry(cityId)).status;
+  }
+
+  /** The city's settings (limits, user budget); {} for an unknown city. */
+  async settings(cityId: string): Promise<CitySettings> {
+    return (await this.#entry(cityId)).settings;
+  }
+
+  /** This process changed the city: remember, and tell the other processes. */
+  set(cityId: string, status: CityStatus | null, settings?: CitySettings): void {
+    this.#put(cityId, status, settings ?? this.#cache.get(cityId)?.settings ?? {});
+    this.db.changes?.publish('city', cityId);
+  }
+
+  #put(cityId: string, status: CityStatus | null, settings: CitySettings): Entry {
     if (this.#cache.size > 50_000) this.#cache.clear();
-    this.#cache.set(cityId, { status, at: Date.now() });
-    if (changed) this.db.changes?.publish('city', cityId);
+    const e = { status, settings, at: Date.now() };
+    this.#cache.set(cityId, e);
+    return e;
   }
 }

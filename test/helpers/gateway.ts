@@ -67,6 +67,8 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
     PORT: '0',
     DATABASE_PATH: dbPath,
     ...(onPostgres ? { DATABASE_URL: await postgresFor(dir) } : {}),
+    // Tests make many guest calls from one address; rate-limit tests set their own limit.
+    RATE_LIMIT_GUEST_RPM: '0',
     ...opts.env,
   };
   const databaseUrl = env.DATABASE_URL || null;

@@ -117,6 +117,10 @@ export async function startWorker(opts: WorkerStartOptions = {}): Promise<TestWo
     ...(storage ? { r2Buckets: { MEDIA: 'citygate-test-media' } } : {}),
     ...(opts.assets ? { assets: { directory: opts.assets, routerConfig: { has_user_worker: true }, assetConfig: { html_handling: 'auto-trailing-slash', not_found_handling: 'none' } } } : {}),
     bindings: {
+      // What `citygate deploy` sets once as a Worker secret (secrets at rest, issue 15).
+      CITYGATE_MASTER_KEY: 'd'.repeat(64),
+      // Tests make many guest calls from one address; rate-limit tests set their own limit.
+      RATE_LIMIT_GUEST_RPM: '0',
       ...(storage ? { CITYGATE_STORAGE_BINDING: 'MEDIA' } : {}),
       ...(storage?.publicUrlPrefix ? { CITYGATE_STORAGE_PUBLIC_URL: storage.publicUrlPrefix } : {}),
       ...opts.vars,

@@ -11,8 +11,8 @@ const ROOT = resolve(import.meta.dirname, '../..');
 const AREAS = ['kernel', 'money', 'accounts', 'ai'];
 const EXTRA = ['test/cli/usage.test.ts', 'test/client/client.test.ts'];
 // SQLite only, run once in the main run: GATEWAY_WORKERS on one file, and write failures made by
-// an SQLite trigger installed into the gateway's file.
-const ONLY_SQLITE = new Set(['test/kernel/workers.test.ts', 'test/money/settle-failure.test.ts']);
+// an SQLite trigger installed into the gateway's file, secrets at rest read from the file's bytes.
+const ONLY_SQLITE = new Set(['test/kernel/workers.test.ts', 'test/money/settle-failure.test.ts', 'test/kernel/secrets.test.ts']);
 const SUITES = [
   ...AREAS.flatMap((a) => readdirSync(join(ROOT, 'test', a)).filter((f) => f.endsWith('.test.ts')).map((f) => `test/${a}/${f}`)),
   ...EXTRA,

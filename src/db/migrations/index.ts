@@ -6,6 +6,7 @@ import accounts from './020_accounts.ts';
 import money from './030_money.ts';
 import moneyLeaks from './031_money_leaks.ts';
 import usageOverhead from './036_usage_overhead.ts';
+import security from './060_security.ts';
 
 /** One statement: portable SQL (translated for PostgreSQL by dialects/postgres-ddl.ts), or both texts. */
 export type MigrationStatement = string | { sqlite: string; postgres: string };
@@ -22,4 +23,5 @@ export const migrations: Migration[] = [
   { name: '030_money', statements: money },
   { name: '031_money_leaks', statements: moneyLeaks },
   { name: '036_usage_overhead', statements: usageOverhead },
+  { name: '060_security', statements: security },
 ];

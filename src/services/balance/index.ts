@@ -2,6 +2,7 @@
 // capability the ai service charges calls through.
 import { sql } from 'kysely';
 import { z } from 'zod';
+import { budgetOf } from './budget.ts';
 import { isUniqueViolation } from '../../db/database.ts';
 import type { GatewayContext } from '../../kernel/context.ts';
 import { badRequest, conflict, forbidden } from '../../kernel/errors.ts';
@@ -80,12 +81,21 @@ export const balanceService = defineService({
       method: 'GET',
       auth: ['user'],
       summary: 'The balance of the calling user',
-      output: z.object({ city_id: z.string(), user_id: z.string(), credits: z.number().int(), usd: z.number() }),
+      output: z.object({
+        city_id: z.string(),
+        user_id: z.string(),
+        credits: z.number().int(),
+        usd: z.number(),
+        budget: z
+          .object({ credits: z.number().int(), period: z.enum(['day', 'month']), spent: z.number().int(), remaining: z.number().int(), resets_at: z.iso.datetime() })
+          .optional()
+          .describe("the city's cap on what one user spends per period, and what is left of it"),
+      }),
       input: z.object({ city_id: z.string().optional() }),
       handler: async ({ gateway, identity }) => {
         const { cityId, userId } = identity as Extract<Identity, { kind: 'user' }>;
-        const credits = await balanceOf(gateway, cityId, userId);
-        return { city_id: cityId, user_id: userId, credits, usd: usdOf(credits) };
+        const [credits, budget] = await Promise.all([balanceOf(gateway, cityId, userId), budgetOf(gateway, cityId, userId)]);
+        return { city_id: cityId, user_id: userId, credits, usd: usdOf(credits), ...(budget ? { budget } : {}) };
       },
     }),
     history: action({
