@@ -133,6 +133,25 @@ export async function readAdminKeyFromDb(databasePath: string): Promise<string |
   }
 }
 
+/** A new database on the server of `url`, for one bench run. */
+async function freshPostgres(url: string): Promise<{ url: string; drop(): Promise<void> }> {
+  const { default: pg } = await import("pg");
+  const name = `citygate_bench_${Date.now()}_${Math.floor(Math.random() * 1e6)}`;
+  const admin = async (text: string) => {
+    const c = new pg.Client({ connectionString: url });
+    await c.connect();
+    try {
+      await c.query(text);
+    } finally {
+      await c.end();
+    }
+  };
+  await admin(`CREATE DATABASE "${name}"`);
+  const u = new URL(url);
+  u.pathname = `/${name}`;
+  return { url: u.toString(), drop: () => admin(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`) };
+}
+
 /** Rate limits of the *-limited targets: BENCH_LIMITS (KEY=VALUE,…), by default limits far above the load, so each call pays for the counting but none is refused. */
 function benchLimits(): Record<string, string> {
   const raw = process.env.BENCH_LIMITS ?? "RATE_LIMIT_USER_RPM=1000000000,RATE_LIMIT_CITY_RPM=1000000000,RATE_LIMIT_USER_TPM=1000000000000";
@@ -152,6 +171,9 @@ function citygateTarget(name: string, charged: boolean, limited = false, upstrea
       }
       const dir = mkdtempSync(join(tmpdir(), "citygate-bench-"));
       const databasePath = join(dir, "citygate.sqlite");
+      // BENCH_DATABASE_URL=postgres://…/any: citygate on a fresh PostgreSQL database on that server
+      // (dropped afterwards); BENCH_GATEWAY_WORKERS=N: that many worker processes.
+      const pg = process.env.BENCH_DATABASE_URL ? await freshPostgres(process.env.BENCH_DATABASE_URL) : null;
       const port = await freePort();
       const origin = `http://127.0.0.1:${port}`;
       let adminKey = `bench-admin-${crypto.randomUUID()}`;
@@ -169,12 +191,15 @@ function citygateTarget(name: string, charged: boolean, limited = false, upstrea
           TEXTPROVIDER_BASE_URL: stub.url,
           TEXTPROVIDER_MODELS: model,
           ...(charged ? { MODEL_PRICES: JSON.stringify({ [model]: BENCH_PRICE }) } : {}),
+          ...(pg ? { DATABASE_URL: pg.url } : {}),
+          ...(process.env.BENCH_GATEWAY_WORKERS ? { GATEWAY_WORKERS: process.env.BENCH_GATEWAY_WORKERS } : {}),
           ...(limited ? benchLimits() : {}),
         },
         ready: () => answersHttp(origin + CITYGATE_READY_PATH),
       });
       const stop = async () => {
         await proc.stop();
+        await pg?.drop();
         rmSync(dir, { recursive: true, force: true });
       };
       try {

@@ -5,7 +5,8 @@ import { CliError } from './output.ts';
 
 const USAGE = `usage: citygate <command>
 
-  serve                     start the gateway (HOST, PORT, DATABASE_PATH, LOCAL_LOGIN, GATEWAY_SERVICES)
+  serve                     start the gateway (HOST, PORT, DATABASE_PATH or DATABASE_URL, GATEWAY_WORKERS,
+                            LOCAL_LOGIN, GATEWAY_SERVICES)
   init [dir] --target edge|node
                             scaffold a project: city.json, package.json, entry, .gitignore, .env.example
   deploy [dir] [--dry-run] [--verify-only] [--verify] [--account-id ID]
@@ -17,7 +18,9 @@ const USAGE = `usage: citygate <command>
   env list|set|rm|import FILE
   models                    the model catalog (admin view)
   usage [REPORT]            usage records and totals
-  admin-key [--show]        the current gateway's admin key (DATABASE_PATH=… reads a local database)
+  admin-key [--show]        the current gateway's admin key (DATABASE_PATH=… or DATABASE_URL=… reads a database)
+  db copy --from sqlite:PATH --to postgres://…
+                            copy a SQLite deployment's data into a new PostgreSQL database (one time)
 
 Admin commands act on the current gateway or --gateway NAME|URL; --json prints JSON.
 `;
@@ -36,6 +39,7 @@ const commands: Record<string, Run> = {
   models: admin('modelsCommand'),
   usage: admin('usageCommand'),
   'admin-key': async (a) => (await import('./admin-key.ts')).adminKeyCommand(a),
+  db: async (a) => (await import('./db.ts')).dbCommand(a),
 };
 
 const [cmd, ...args] = process.argv.slice(2);

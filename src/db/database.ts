@@ -1,4 +1,4 @@
-import type { Compilable, CompiledQuery, Kysely } from 'kysely';
+import { sql, type Compilable, type CompiledQuery, type Kysely, type RawBuilder } from 'kysely';
 import type { Schema } from './schema.ts';
 
 /** A Kysely query builder or an already compiled query. */
@@ -23,7 +23,19 @@ export interface Db {
   readonly dialect: 'sqlite' | 'd1' | 'postgres';
   /** Runs the statements atomically, in order: all of them or none. */
   batch(queries: readonly Statement[]): Promise<BatchResult[]>;
+  /**
+   * Where the database can tell other processes about a change at once (PostgreSQL's
+   * LISTEN/NOTIFY), caches use it on top of their time bound; absent elsewhere.
+   */
+  readonly changes?: ChangeFeed;
   close(): Promise<void>;
+}
+
+/** Change notices between processes sharing a database: a topic ('city', 'env') and a key. */
+export interface ChangeFeed {
+  /** Tells every other process; best effort (a cache's own time bound covers a lost notice). */
+  publish(topic: string, key: string): void;
+  subscribe(fn: (topic: string, key: string) => void): void;
 }
 
 /** Unix epoch milliseconds: the one time format of every table. */
@@ -31,6 +43,7 @@ export const now = (): number => Date.now();
 
 /** True when an error is a UNIQUE / PRIMARY KEY violation, on every dialect. */
 export function isUniqueViolation(e: unknown): boolean {
+  if ((e as { code?: unknown })?.code === '23505') return true; // PostgreSQL's unique_violation
   const msg = String((e as { message?: unknown })?.message ?? e);
   return /UNIQUE constraint failed|SQLITE_CONSTRAINT_(PRIMARYKEY|UNIQUE)|duplicate key value/i.test(msg);
 }
@@ -41,4 +54,19 @@ export function isUniqueViolation(e: unknown): boolean {
  */
 export function maxBoundParameters(dialect: Db['dialect']): number {
   return dialect === 'd1' ? 100 : dialect === 'postgres' ? 65_535 : 32_766;
+}
+
+/** The smaller of two values: SQLite's scalar MIN(a, b) is LEAST(a, b) on PostgreSQL. */
+export function least(db: Db, a: unknown, b: unknown): RawBuilder<number> {
+  return db.dialect === 'postgres' ? sql<number>`LEAST(${a}, ${b})` : sql<number>`MIN(${a}, ${b})`;
+}
+
+/**
+ * The row lock a guarded read takes on PostgreSQL (`FOR UPDATE OF alias`), empty on SQLite and
+ * D1, where a batch runs alone anyway. On PostgreSQL a batch runs under READ COMMITTED: a
+ * concurrent batch on the same row waits for this lock, then re-reads the committed row and
+ * re-checks its guard, so guards written for one-batch-at-a-time hold there too.
+ */
+export function lockRowsOf(db: Db, alias: string): RawBuilder<unknown> {
+  return db.dialect === 'postgres' ? sql`FOR UPDATE OF ${sql.raw(alias)}` : sql``;
 }

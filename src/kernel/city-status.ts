@@ -1,5 +1,6 @@
 // City status and settings on the hot path come from memory: pause/activate/remove/update
-// refresh this process at once; other processes or isolates see a change within ttlMs.
+// refresh this process at once; other processes or isolates see a change within ttlMs (3 s),
+// and at once where the database has a change feed (PostgreSQL's LISTEN/NOTIFY).
 import type { Db } from '../db/database.ts';
 import { parseCitySettings, type CitySettings } from './city-settings.ts';
 
@@ -19,6 +20,9 @@ export class CityStatusCache {
   constructor(db: Db, ttlMs = 3000) {
     this.db = db;
     this.ttlMs = ttlMs;
+    db.changes?.subscribe((topic, cityId) => {
+      if (topic === 'city') this.#cache.delete(cityId);
+    });
   }
 
   async #entry(cityId: string): Promise<Entry> {
@@ -38,8 +42,10 @@ export class CityStatusCache {
     return (await this.#entry(cityId)).settings;
   }
 
+  /** This process changed the city: remember, and tell the other processes. */
   set(cityId: string, status: CityStatus | null, settings?: CitySettings): void {
     this.#put(cityId, status, settings ?? this.#cache.get(cityId)?.settings ?? {});
+    this.db.changes?.publish('city', cityId);
   }
 
   #put(cityId: string, status: CityStatus | null, settings: CitySettings): Entry {

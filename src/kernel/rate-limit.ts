@@ -89,7 +89,8 @@ export class RateLimiter {
     if (identity.kind === 'user' && method === 'POST') {
       const l = (await this.cities.settings(identity.cityId)).limits ?? {};
       const pick = (own: number | null | undefined, envKey: string) => (own != null ? own : limitOf(this.env.get(envKey)));
-      const user = `u:${identity.cityId}\0${identity.userId}`;
+      // \x1f (unit separator) between city and user: PostgreSQL text cannot hold \0.
+      const user = `u:${identity.cityId}\x1f${identity.userId}`;
       const city = `c:${identity.cityId}`;
       const urpm = pick(l.user_rpm, 'RATE_LIMIT_USER_RPM');
       const crpm = pick(l.city_rpm, 'RATE_LIMIT_CITY_RPM');
@@ -139,7 +140,7 @@ export class RateLimiter {
 
     let inflightKey: string | null = null;
     if (maxInflight > 0 && identity.kind === 'user') {
-      inflightKey = `inflight:${identity.cityId}\0${identity.userId}`;
+      inflightKey = `inflight:${identity.cityId}\x1f${identity.userId}`;
       const [row] = await this.db.kysely
         .insertInto('rate_counters')
         .values({ key: inflightKey, window_start: now, n: 1 })
@@ -179,7 +180,7 @@ export class RateLimiter {
     if (r.identity !== 'user' || !r.city_id || !r.user_id || tokens <= 0) return;
     const l = (await this.cities.settings(r.city_id)).limits ?? {};
     const keys: string[] = [];
-    if ((l.user_tpm != null ? l.user_tpm : limitOf(this.env.get('RATE_LIMIT_USER_TPM'))) > 0) keys.push(`u:${r.city_id}\0${r.user_id}:tpm`);
+    if ((l.user_tpm != null ? l.user_tpm : limitOf(this.env.get('RATE_LIMIT_USER_TPM'))) > 0) keys.push(`u:${r.city_id}\x1f${r.user_id}:tpm`);
     if ((l.city_tpm != null ? l.city_tpm : limitOf(this.env.get('RATE_LIMIT_CITY_TPM'))) > 0) keys.push(`c:${r.city_id}:tpm`);
     if (keys.length === 0) return;
     const now = Date.now();

@@ -1,7 +1,8 @@
 // Runtime configuration: the `env` table first, then the process environment (or, on the
 // edge, the Worker's bindings). Reads are synchronous from a snapshot so the hot path never
 // waits on the database; writes update the snapshot at once, and other processes or
-// isolates pick changes up within `ttlMs`.
+// isolates pick changes up within `ttlMs` (3 s), or at once where the database has a change
+// feed (PostgreSQL's LISTEN/NOTIFY).
 import type { Db } from '../db/database.ts';
 import { isSealed, isSealedEnvKey, type SecretBox } from './secrets.ts';
 
@@ -30,6 +31,9 @@ export class RuntimeEnv {
     this.db = db;
     this.processEnv = processEnv;
     this.ttlMs = ttlMs;
+    db.changes?.subscribe((topic) => {
+      if (topic === 'env') this.#loadedAt = 0; // the next request reloads the snapshot
+    });
   }
 
   /** The value of a key: env table first, then the process environment. Empty means unset. */
@@ -132,6 +136,7 @@ export class RuntimeEnv {
       ),
     );
     for (const e of entries) this.#table.set(e.key, e.value);
+    this.db.changes?.publish('env', '');
   }
 
   /** Inserts the value only if the key is absent; returns the value that is stored now. */
@@ -150,6 +155,7 @@ export class RuntimeEnv {
   async remove(key: string): Promise<boolean> {
     const res = await this.db.kysely.deleteFrom('env').where('key', '=', key).executeTakeFirst();
     this.#table.delete(key);
+    this.db.changes?.publish('env', '');
     return Number(res.numDeletedRows) > 0;
   }
 }

@@ -67,6 +67,8 @@ describe('charging AI calls', () => {
     const r = await u.post('/v1/ai/chat/completions', { model: 'stub-model', messages: [{ role: 'user', content: 'one two' }] });
     assert.equal(r.status, 200);
     const cost1 = r.body.usage.prompt_tokens * 1 + r.body.usage.completion_tokens * 2; // 5 + 2 × 5
+    // settled right after the response (at once on SQLite, a round trip later on PostgreSQL)
+    for (const end = Date.now() + 2000; b0 - (await balance(t)) !== cost1 && Date.now() < end; ) await new Promise((res) => setTimeout(res, 20));
     assert.equal(b0 - (await balance(t)), cost1);
     const s = await u.post('/v1/ai/chat/completions', { model: 'stub-model', stream: true, messages: [{ role: 'user', content: 'a b c' }] });
     assert.equal(s.status, 200);
@@ -254,6 +256,8 @@ describe('hold sizing: the hold covers the measured cost, or the call is refused
     const ok = await client(w.gw.url, enough).post('/v1/ai/chat/completions', body);
     assert.equal(ok.status, 200, ok.text);
     assert.equal(ok.body.usage.completion_tokens, 11);
+    // settled right after the response (at once on SQLite, a round trip later on PostgreSQL)
+    for (const end = Date.now() + 2000; (await balance(enough)) !== 8192 - 11 && Date.now() < end; ) await new Promise((res) => setTimeout(res, 20));
     assert.equal(await balance(enough), 8192 - 11, 'charged the measured cost, the rest returned');
   });
 });

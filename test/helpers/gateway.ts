@@ -1,10 +1,13 @@
 // Starts a real citygate server (`node src/cli/main.ts serve`) as a child process on an
-// ephemeral port with its own temporary database, the way an operator runs it.
+// ephemeral port with its own temporary database, the way an operator runs it: a SQLite file,
+// or a fresh PostgreSQL database when the suite runs on PostgreSQL (CITYGATE_TEST_DIALECT) or
+// the test asks for one. Gateways started on one `dir` share one database either way.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { DatabaseSync } from 'node:sqlite';
+import { createTestDatabase, ON_POSTGRES } from './postgres.ts';
+import { sqlGet, type SqlTarget } from './sql.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const MAIN = join(ROOT, 'src/cli/main.ts');
@@ -13,6 +16,8 @@ export interface TestGateway {
   url: string;
   dir: string;
   dbPath: string;
+  /** The PostgreSQL database when the gateway runs on one, else null (the SQLite file at dbPath). */
+  databaseUrl: string | null;
   adminKey: string;
   child: ChildProcess;
   stdout(): string;
@@ -28,6 +33,16 @@ export interface StartOptions {
   env?: Record<string, string | undefined>;
   /** Removes the temporary directory when the test process exits (default true). */
   cleanup?: boolean;
+  /** Run on a PostgreSQL database (default: when the suite runs on PostgreSQL). */
+  postgres?: boolean;
+}
+
+/** One PostgreSQL database per gateway directory, so gateways started on one dir share it. */
+const pgByDir = new Map<string, Promise<string>>();
+function postgresFor(dir: string): Promise<string> {
+  let url = pgByDir.get(dir);
+  if (!url) pgByDir.set(dir, (url = createTestDatabase().then((d) => d.url)));
+  return url;
 }
 
 const live = new Set<ChildProcess>();
@@ -44,16 +59,19 @@ export function tempDir(prefix = 'citygate-test-'): string {
 export async function startGateway(opts: StartOptions = {}): Promise<TestGateway> {
   const dir = opts.dir ?? tempDir();
   const dbPath = join(dir, 'citygate.sqlite');
+  const onPostgres = !opts.env?.DATABASE_URL && (opts.postgres ?? ON_POSTGRES);
   const env: Record<string, string | undefined> = {
     PATH: process.env.PATH,
     HOME: process.env.HOME,
     HOST: '127.0.0.1',
     PORT: '0',
     DATABASE_PATH: dbPath,
+    ...(onPostgres ? { DATABASE_URL: await postgresFor(dir) } : {}),
     // Tests make many guest calls from one address; rate-limit tests set their own limit.
     RATE_LIMIT_GUEST_RPM: '0',
     ...opts.env,
   };
+  const databaseUrl = env.DATABASE_URL || null;
   for (const k of Object.keys(env)) if (env[k] === undefined) delete env[k];
   const child = spawn(process.execPath, [MAIN, 'serve'], { cwd: dir, env: env as NodeJS.ProcessEnv, stdio: ['ignore', 'pipe', 'pipe'] });
   live.add(child);
@@ -64,11 +82,11 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
   child.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
 
   const url = await new Promise<string>((resolveUrl, reject) => {
-    // Generous on a loaded machine; a gateway that is late is stopped, not left to hold the test open.
+    // generous: the test machine is shared and often loaded
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
-      reject(new Error(`gateway did not start in 45 s:\n${err}`));
-    }, 45_000);
+      reject(new Error(`gateway did not start in 60 s:\n${err}`));
+    }, 60_000);
     const onData = () => {
       const m = /listening on (http:\/\/\S+)/.exec(err);
       if (m) {
@@ -84,11 +102,12 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
     });
   });
 
-  const adminKey = readAdminKey(dbPath);
+  const adminKey = await readAdminKey({ dbPath, databaseUrl });
   const gw: TestGateway = {
     url,
     dir,
     dbPath,
+    databaseUrl,
     adminKey,
     child,
     stdout: () => out,
@@ -96,7 +115,12 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
     stop(signal = 'SIGTERM') {
       if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
       return new Promise((r) => {
-        child.once('exit', (code) => r(code));
+        // a gateway stops itself within 15-20 s; a test never waits forever on one
+        const kill = setTimeout(() => child.kill('SIGKILL'), 40_000);
+        child.once('exit', (code) => {
+          clearTimeout(kill);
+          r(code);
+        });
         child.kill(signal);
       });
     },
@@ -108,13 +132,21 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
   return gw;
 }
 
-/** The admin key as an operator reads it: a plain SQL select on the database file. */
-export function readAdminKey(dbPath: string): string {
-  const db = new DatabaseSync(dbPath, { readOnly: true });
-  try {
-    const row = db.prepare(`SELECT value FROM env WHERE key = 'GATEWAY_ADMIN_SECRET_KEY'`).get() as { value: string };
-    return row.value;
-  } finally {
-    db.close();
+/** The admin key as an operator reads it: a plain SQL select on the database. */
+export async function readAdminKey(db: SqlTarget | string): Promise<string> {
+  const t = typeof db === 'string' ? { dbPath: db } : db;
+  const row = await sqlGet<{ value: string }>(t, `SELECT value FROM env WHERE key = 'GATEWAY_ADMIN_SECRET_KEY'`);
+  if (!row) throw new Error('no admin key in the database');
+  return row.value;
+}
+
+/** Starts several gateways at once; if one fails to start, stops the others before throwing. */
+export async function startGateways(n: number, opts: StartOptions = {}): Promise<TestGateway[]> {
+  const started = await Promise.allSettled(Array.from({ length: n }, () => startGateway(opts)));
+  const failed = started.find((r) => r.status === 'rejected');
+  if (failed) {
+    await Promise.all(started.map((r) => (r.status === 'fulfilled' ? r.value.stop() : null)));
+    throw (failed as PromiseRejectedResult).reason;
   }
+  return started.map((r) => (r as PromiseFulfilledResult<TestGateway>).value);
 }

@@ -1,7 +1,7 @@
 // Bureaus: a city's trusted backend, scoped to that city.
 import assert from 'node:assert/strict';
-import { DatabaseSync } from 'node:sqlite';
 import { after, before, test } from 'node:test';
+import { sqlAll } from '../helpers/sql.ts';
 import { startGateway, type TestGateway } from '../helpers/gateway.ts';
 import { client, errorOf } from '../helpers/http.ts';
 
@@ -27,9 +27,7 @@ test('create shows the token once; only its hash is stored; list never shows it'
   assert.equal(list.body.items.length, 1);
   assert.equal(list.body.items[0].status, 'active');
   assert.equal(JSON.stringify(list.body).includes(created.bureau_token), false);
-  const db = new DatabaseSync(gw.dbPath, { readOnly: true });
-  const dump = JSON.stringify(db.prepare('SELECT * FROM bureaus').all());
-  db.close();
+  const dump = JSON.stringify(await sqlAll(gw, 'SELECT * FROM bureaus'));
   assert.equal(dump.includes(created.bureau_token), false);
   assert.equal((await admin.post('/v1/bureaus/create', { city_id: 'nowhere', name: 'x' })).status, 404);
 });

@@ -1,6 +1,6 @@
 // Cities and the user tokens bound to them.
 import assert from 'node:assert/strict';
-import { DatabaseSync } from 'node:sqlite';
+import { sqlGet } from '../helpers/sql.ts';
 import { after, before, describe, test } from 'node:test';
 import { SignJWT, decodeJwt, decodeProtectedHeader, generateKeyPair, importJWK, jwtVerify, createLocalJWKSet } from 'jose';
 import { startGateway, type TestGateway } from '../helpers/gateway.ts';
@@ -134,9 +134,7 @@ describe('user tokens', () => {
   });
 
   test('expired, forged, unknown-key and garbage tokens → 401', async () => {
-    const db = new DatabaseSync(gw.dbPath, { readOnly: true });
-    const row = db.prepare(`SELECT kid, private_jwk FROM signing_keys WHERE status = 'active'`).get() as { kid: string; private_jwk: string };
-    db.close();
+    const row = (await sqlGet<{ kid: string; private_jwk: string }>(gw, `SELECT kid, private_jwk FROM signing_keys WHERE status = 'active'`))!;
     const realKey = await importJWK(JSON.parse(row.private_jwk), 'EdDSA');
     const sign = (key: CryptoKey | Uint8Array, kid: string, exp: number) =>
       new SignJWT({ cid: 'tok' }).setProtectedHeader({ alg: 'EdDSA', kid }).setIssuer('citygate').setSubject('eve').setIssuedAt().setExpirationTime(exp).sign(key);

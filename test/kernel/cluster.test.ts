@@ -11,7 +11,7 @@ import { readAdminKey, tempDir } from '../helpers/gateway.ts';
 import { call } from '../helpers/http.ts';
 import { startOpenAIStub, type OpenAIStub } from '../stubs/openai.ts';
 
-const SCRIPT = resolve(import.meta.dirname, '../helpers/cluster-serve.ts');
+const MAIN = resolve(import.meta.dirname, '../../src/cli/main.ts');
 let stub: OpenAIStub;
 let child: ReturnType<typeof spawn>;
 let url = '';
@@ -22,9 +22,9 @@ before(async () => {
   stub = await startOpenAIStub();
   const dir = tempDir('citygate-cluster-');
   const dbPath = join(dir, 'citygate.sqlite');
-  child = spawn(process.execPath, [SCRIPT], {
+  child = spawn(process.execPath, [MAIN, 'serve'], {
     cwd: dir,
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, HOST: '127.0.0.1', PORT: '0', DATABASE_PATH: dbPath, TEST_WORKERS: '2', TEXTPROVIDER_API_KEY: 'sk-stub', TEXTPROVIDER_BASE_URL: stub.url, TEXTPROVIDER_MODELS: 'stub-model' },
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, HOST: '127.0.0.1', PORT: '0', DATABASE_PATH: dbPath, GATEWAY_WORKERS: '2', TEXTPROVIDER_API_KEY: 'sk-stub', TEXTPROVIDER_BASE_URL: stub.url, TEXTPROVIDER_MODELS: 'stub-model' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   process.once('exit', () => child.kill('SIGKILL'));
@@ -33,16 +33,17 @@ before(async () => {
   await new Promise<void>((res, rej) => {
     const timer = setTimeout(() => rej(new Error(`cluster did not start:\n${err}`)), 30_000);
     const check = () => {
-      const urls = [...err.matchAll(/worker \d+ listening on (http:\/\/\S+)/g)].map((m) => m[1]);
-      if (urls.length >= 2) {
+      // The primary prints one line once every worker listens.
+      const m = /citygate listening on (http:\/\/\S+) \(2 workers/.exec(err);
+      if (m) {
         clearTimeout(timer);
-        url = urls[0];
+        url = m[1];
         res();
       }
     };
     child.stderr!.on('data', check);
   });
-  adminKey = readAdminKey(dbPath);
+  adminKey = await readAdminKey(dbPath);
 });
 after(async () => {
   if (child && child.exitCode === null) await new Promise((r) => (child.once('exit', r), child.kill('SIGTERM')));

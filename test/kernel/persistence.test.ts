@@ -1,17 +1,15 @@
 // What survives a restart, and what concurrent first boots converge on.
 import assert from 'node:assert/strict';
-import { DatabaseSync } from 'node:sqlite';
+import { sqlAll, sqlGet } from '../helpers/sql.ts';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { readAdminKey, startGateway, tempDir } from '../helpers/gateway.ts';
+import { readAdminKey, startGateway, startGateways, tempDir } from '../helpers/gateway.ts';
 import { client } from '../helpers/http.ts';
 
 test('the admin key read by plain SQL is the one that works, and the first boot prints it once', async () => {
   const gw = await startGateway();
   try {
-    const db = new DatabaseSync(gw.dbPath, { readOnly: true });
-    const { value } = db.prepare(`SELECT value FROM env WHERE key = 'GATEWAY_ADMIN_SECRET_KEY'`).get() as { value: string };
-    db.close();
+    const { value } = (await sqlGet<{ value: string }>(gw, `SELECT value FROM env WHERE key = 'GATEWAY_ADMIN_SECRET_KEY'`))!;
     assert.match(value, /^cg_admin_[A-Za-z0-9_-]{40,}$/);
     assert.equal((await client(gw.url, value).get('/v1/cities/list')).status, 200);
     assert.ok(gw.stderr().includes(value), 'printed on first boot');
@@ -60,17 +58,15 @@ test('GATEWAY_ADMIN_SECRET_KEY from the process environment seeds the first boot
 
 test('four gateways booted at once on one new database: one admin key, one active signing key', async () => {
   const dir = tempDir();
-  const gws = await Promise.all([1, 2, 3, 4].map(() => startGateway({ dir })));
+  const gws = await startGateways(4, { dir });
   try {
-    const db = new DatabaseSync(join(dir, 'citygate.sqlite'), { readOnly: true });
-    const keys = db.prepare(`SELECT value FROM env WHERE key = 'GATEWAY_ADMIN_SECRET_KEY'`).all();
-    const active = db.prepare(`SELECT kid FROM signing_keys WHERE status = 'active'`).all();
-    const migrations = db.prepare(`SELECT name FROM _migrations`).all();
-    db.close();
+    const keys = await sqlAll(gws[0], `SELECT value FROM env WHERE key = 'GATEWAY_ADMIN_SECRET_KEY'`);
+    const active = await sqlAll(gws[0], `SELECT kid FROM signing_keys WHERE status = 'active'`);
+    const migrations = await sqlAll(gws[0], `SELECT name FROM _migrations`);
     assert.equal(keys.length, 1);
     assert.equal(active.length, 1);
     assert.equal(new Set(migrations.map((m) => (m as { name: string }).name)).size, migrations.length);
-    const adminKey = readAdminKey(join(dir, 'citygate.sqlite'));
+    const adminKey = await readAdminKey(gws[0]);
     const printed = gws.filter((g) => g.stderr().includes(adminKey)).length;
     assert.equal(printed, 1, 'exactly one process generated and printed the key');
     // A token issued by one process works on every other.
@@ -84,13 +80,13 @@ test('four gateways booted at once on one new database: one admin key, one activ
   }
 });
 
-test('`citygate admin-key` reads the key from DATABASE_PATH; a pause on one process reaches the others', async () => {
+test('`citygate admin-key` reads the key from DATABASE_PATH (or DATABASE_URL); a pause on one process reaches the others', async () => {
   const dir = tempDir();
-  const [a, b] = await Promise.all([startGateway({ dir }), startGateway({ dir })]);
+  const [a, b] = await startGateways(2, { dir });
   try {
     const { execFileSync } = await import('node:child_process');
     const printed = execFileSync(process.execPath, ['src/cli/main.ts', 'admin-key'], {
-      env: { ...process.env, DATABASE_PATH: a.dbPath },
+      env: { ...process.env, DATABASE_PATH: a.dbPath, DATABASE_URL: a.databaseUrl ?? '' },
       encoding: 'utf8',
     }).trim();
     assert.equal(printed, a.adminKey);

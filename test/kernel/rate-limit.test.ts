@@ -4,7 +4,7 @@
 // local login (X-Forwarded-For only through TRUST_PROXY); webhooks exempt; a TPM limit counts
 // the tokens the upstream reported.
 import assert from 'node:assert/strict';
-import { DatabaseSync } from 'node:sqlite';
+import { sqlGet } from '../helpers/sql.ts';
 import { after, before, test } from 'node:test';
 import { startGateway, type TestGateway } from '../helpers/gateway.ts';
 import { call, client, errorOf, type Res } from '../helpers/http.ts';
@@ -137,9 +137,8 @@ test('a TPM limit counts the tokens the upstream reported', async () => {
   await admin.post('/v1/env/upsert', { key: 'RATE_LIMIT_USER_TPM', value: '100' });
   await admin.post('/v1/env/upsert', { key: 'RATE_LIMIT_USER_RPM', value: '1000' });
   await sleep(3500); // both processes refresh their env snapshot (3 s)
-  const db = new DatabaseSync(gw1.dbPath, { readOnly: true });
-  const counted = (city: string, user: string) =>
-    Number((db.prepare(`SELECT n FROM rate_counters WHERE key = ?`).get(`u:${city}\0${user}:tpm`) as { n: number } | undefined)?.n ?? -1);
+  const counted = async (city: string, user: string) =>
+    Number((await sqlGet<{ n: number }>(gw1, `SELECT n FROM rate_counters WHERE key = ?`, [`u:${city}\x1f${user}:tpm`]))?.n ?? -1);
   try {
     const frank = await token('rl-b', 'frank');
     let used = 0;
@@ -149,14 +148,14 @@ test('a TPM limit counts the tokens the upstream reported', async () => {
       assert.equal(r.headers.get('x-ratelimit-limit-tokens'), '100');
       assert.equal(r.headers.get('x-ratelimit-remaining-tokens'), String(100 - used), 'remaining = limit − tokens used so far');
       used += r.body.usage.prompt_tokens + r.body.usage.completion_tokens;
-      await until('the tokens to be counted', () => counted('rl-b', 'frank') === used);
+      await until('the tokens to be counted', async () => (await counted('rl-b', 'frank')) === used);
     }
     assert.ok(used < 100, `small calls used ${used} tokens`);
     // One long call spends the rest of the minute's tokens: the next one is refused.
     const big = await chat(gw1.url, frank, 'word '.repeat(120));
     assert.equal(big.status, 200, big.text);
     used += big.body.usage.prompt_tokens + big.body.usage.completion_tokens;
-    await until('the big call to be counted', () => counted('rl-b', 'frank') === used);
+    await until('the big call to be counted', async () => (await counted('rl-b', 'frank')) === used);
     const refused = await chat(gw2.url, frank);
     assert.equal(refused.status, 429, refused.text);
     assert.equal(errorOf(refused).code, 'rate_limited');
@@ -164,7 +163,6 @@ test('a TPM limit counts the tokens the upstream reported', async () => {
     assert.equal(refused.headers.get('x-ratelimit-remaining-tokens'), '0');
     assert.ok(Number(refused.headers.get('retry-after')) >= 1);
   } finally {
-    db.close();
     await admin.post('/v1/env/remove', { key: 'RATE_LIMIT_USER_TPM' });
   }
 });

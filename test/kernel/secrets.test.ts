@@ -67,7 +67,7 @@ test('secret env values are sealed at rest; the admin key stays readable by SQL;
   assert.ok(d.includes(PLAIN.PAYMENT_B_PRODUCT_ID), 'non-secret values stay plain');
   assert.match(d, /enc:v1:/);
   // The admin key: a plain SQL select, and it works.
-  const key = readAdminKey(gw.dbPath);
+  const key = await readAdminKey(gw.dbPath);
   assert.match(key, /^cg_admin_/);
   assert.equal((await client(gw.url, key).get('/v1/env/list')).status, 200);
   assert.equal(statSync(`${gw.dbPath}.master-key`).mode & 0o777, 0o600);

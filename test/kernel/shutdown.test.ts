@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { startGateway } from '../helpers/gateway.ts';
 import { client } from '../helpers/http.ts';
+import { until } from '../helpers/wait.ts';
 import { startOpenAIStub } from '../stubs/openai.ts';
 
 test('SIGTERM lets an in-flight request finish, refuses new connections, and exits 0', async () => {
@@ -19,8 +20,7 @@ test('SIGTERM lets an in-flight request finish, refuses new connections, and exi
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'stub-slow', messages: [{ role: 'user', content: 'wait for me' }] }),
     });
-    await new Promise((r) => setTimeout(r, 300)); // the request has reached the upstream
-    assert.equal(stub.requestCount, 1);
+    await until('the request reached the upstream', () => stub.requestCount === 1, 10_000);
     const exited = gw.stop('SIGTERM');
     const res = await inFlight;
     assert.equal(res.status, 200);

@@ -1,5 +1,6 @@
 // The billing capability itself (what the ai service calls), in process on a real database:
 // exactly-once closing of holds, caps, the sweeper, and reservations racing each other.
+// On SQLite, or on a fresh PostgreSQL database when the suite runs on PostgreSQL.
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -11,15 +12,24 @@ import { BILLING, type Billing, type Hold } from '../../src/kernel/metering.ts';
 import { stockServices } from '../../src/services/index.ts';
 import { LedgerBilling } from '../../src/services/balance/index.ts';
 import { tempDir } from '../helpers/gateway.ts';
+import { createTestDatabase, ON_POSTGRES } from '../helpers/postgres.ts';
+import type { SqlTarget } from '../helpers/sql.ts';
 import { assertBooksBalance } from './setup.ts';
 
 let db: Db;
 let gw: Gateway;
 let billing: Billing;
-let dbPath: string;
+let dbTarget: SqlTarget;
 before(async () => {
-  dbPath = join(tempDir(), 'billing.sqlite');
-  db = openNodeSqlite(dbPath);
+  if (ON_POSTGRES) {
+    const { url } = await createTestDatabase();
+    const { openPostgres } = await import('../../src/db/dialects/postgres.ts');
+    dbTarget = { dbPath: '', databaseUrl: url };
+    db = openPostgres(url);
+  } else {
+    dbTarget = { dbPath: join(tempDir(), 'billing.sqlite') };
+    db = openNodeSqlite(dbTarget.dbPath);
+  }
   gw = createGateway({ db, services: stockServices, logger: silentLogger, processEnv: { BALANCE_HOLD_TTL_SECONDS: '60' } });
   await gw.init();
   billing = gw.context.use<Billing>(BILLING)!;
@@ -55,7 +65,7 @@ test('settle charges the cost and returns the rest, exactly once; release after 
   assert.equal(await balance('a'), b);
   const closes = await db.kysely.selectFrom('ledger').select(['kind']).where('ref', '=', h.id).execute();
   assert.equal(closes.length, 2, 'hold + one close');
-  assertBooksBalance(dbPath);
+  await assertBooksBalance(dbTarget);
 });
 
 test('a cost above the hold takes the excess from the balance, never below zero', async () => {
@@ -67,7 +77,7 @@ test('a cost above the hold takes the excess from the balance, never below zero'
   await billing.settle(h2, 10_000);
   assert.equal(await balance('b'), 0);
   await assert.rejects(reserve('b', 1), (e: { status?: number; code?: string }) => e.status === 402 && e.code === 'insufficient_credits');
-  assertBooksBalance(dbPath);
+  await assertBooksBalance(dbTarget);
 });
 
 test('200 reservations racing for a balance of 50 holds: exactly 50 succeed', async () => {
@@ -75,10 +85,11 @@ test('200 reservations racing for a balance of 50 holds: exactly 50 succeed', as
   const rs = await Promise.allSettled(Array.from({ length: 200 }, () => reserve('r', 7)));
   const held = rs.filter((r) => r.status === 'fulfilled').map((r) => (r as PromiseFulfilledResult<Hold>).value);
   assert.equal(held.length, 50);
+  for (const r of rs) if (r.status === 'rejected') assert.equal(r.reason?.code, 'insufficient_credits', String(r.reason));
   assert.equal(await balance('r'), 0);
   await Promise.all(held.map((h, i) => (i % 2 ? billing.release(h) : billing.settle(h, 3))));
   assert.equal(await balance('r'), 25 * 7 + 25 * 4);
-  assertBooksBalance(dbPath);
+  await assertBooksBalance(dbTarget);
 });
 
 test('the sweeper returns stale holds once; a late settle still charges once, from the balance', async () => {
@@ -94,7 +105,7 @@ test('the sweeper returns stale holds once; a late settle still charges once, fr
   assert.equal(await balance('s'), 850);
   const kinds = (await db.kysely.selectFrom('ledger').select('kind').where('ref', '=', h.id).orderBy('seq').execute()).map((r) => r.kind);
   assert.deepEqual(kinds, ['hold', 'expire', 'settle']);
-  assertBooksBalance(dbPath);
+  await assertBooksBalance(dbTarget);
 });
 
 test('a free reservation touches nothing; a forged hold of another user applies nothing', async () => {
@@ -108,5 +119,5 @@ test('a free reservation touches nothing; a forged hold of another user applies 
   assert.equal(await balance('f'), 40, 'a hold only closes for its own user');
   await billing.settle(h, 10);
   assert.equal(await balance('f'), 90);
-  assertBooksBalance(dbPath);
+  await assertBooksBalance(dbTarget);
 });

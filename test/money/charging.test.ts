@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { call, client, errorOf } from '../helpers/http.ts';
 import { startAiWorld, tokenFor, type AiWorld } from '../ai/setup.ts';
-import { assertBooksBalance, readDb, until, type Client } from './setup.ts';
+import { assertBooksBalance, row, rows, until, type Client } from './setup.ts';
 
 // 1 credit per input token, 2 per output token for 'aliased'; a flat 1000 per call otherwise,
 // so a reservation equals the charge and "covers exactly 10 calls" is exact.
@@ -37,15 +37,17 @@ async function fundedUser(credits: number): Promise<{ token: string; user: strin
 const chat = (token: string, body: Record<string, unknown>) => call(w.gw.url, 'POST', '/v1/ai/chat/completions', { token, body });
 const upstreamChats = () => w.stub.requests.filter((r) => r.path === '/v1/chat/completions').length;
 
-function openHolds(user: string): number {
-  return readDb(w.gw.dbPath, (db) => (db.prepare(`SELECT COUNT(*) AS n FROM holds WHERE user_id = ? AND status = 'held'`).get(user) as { n: number }).n);
+async function openHolds(user: string): Promise<number> {
+  return (await row<{ n: number }>(w.gw, `SELECT COUNT(*) AS n FROM holds WHERE user_id = ? AND status = 'held'`, [user])).n;
 }
-function usageOf(user: string): { n: number; credits: number } {
-  return readDb(w.gw.dbPath, (db) => db.prepare(`SELECT COUNT(*) AS n, COALESCE(SUM(credits), 0) AS credits FROM usage WHERE user_id = ?`).get(user) as { n: number; credits: number });
+async function usageOf(user: string): Promise<{ n: number; credits: number }> {
+  return await row<{ n: number; credits: number }>(w.gw, `SELECT COUNT(*) AS n, COALESCE(SUM(credits), 0) AS credits FROM usage WHERE user_id = ?`, [user]);
 }
 function settlesOf(requestId: string) {
-  return readDb(w.gw.dbPath, (db) =>
-    db.prepare(`SELECT kind, credits FROM ledger WHERE request_id = ? OR ref IN (SELECT hold_id FROM holds WHERE request_id = ?) ORDER BY seq`).all(requestId, requestId) as { kind: string; credits: number }[],
+  return rows<{ kind: string; credits: number }>(
+    w.gw,
+    `SELECT kind, credits FROM ledger WHERE request_id = ? OR ref IN (SELECT hold_id FROM holds WHERE request_id = ?) ORDER BY seq`,
+    [requestId, requestId],
   );
 }
 
@@ -60,13 +62,13 @@ test('50 concurrent calls, balance covers exactly 10: ≤ 10 reach the upstream,
   assert.equal(upstreamChats() - before, ok);
   assert.equal(ok, 10);
   for (const r of refused) assert.equal(errorOf(r).code, 'insufficient_credits');
-  await until(() => openHolds(u.user) === 0, 5000, 'holds settled');
-  await until(() => usageOf(u.user).n === 50, 5000, 'usage flushed');
+  await until(async () => (await openHolds(u.user)) === 0, 5000, 'holds settled');
+  await until(async () => (await usageOf(u.user)).n === 50, 5000, 'usage flushed');
   const me = await u.c.get('/v1/balance/me');
   assert.equal(me.body.credits, 0);
-  const b = assertBooksBalance(w.gw.dbPath).get(`charge/${u.user}`)!;
+  const b = (await assertBooksBalance(w.gw)).get(`charge/${u.user}`)!;
   assert.equal(b.balance, b.ledger);
-  assert.equal(usageOf(u.user).credits, 10_000 - b.balance, 'usage credits = what the ledger charged');
+  assert.equal((await usageOf(u.user)).credits, 10_000 - b.balance, 'usage credits = what the ledger charged');
   const list = await u.c.get('/v1/usage/me?limit=200');
   assert.equal(list.body.items.length, 50);
   assert.equal(list.body.items.filter((x: { status: string }) => x.status === 'ok').length, 10);
@@ -89,13 +91,13 @@ test('a streamed call is charged once, by the usage the stub reports', async () 
     .find((e) => e.usage)?.usage;
   assert.ok(usage, 'the stub reported usage');
   const expected = usage.prompt_tokens * 1 + usage.completion_tokens * 2;
-  await until(() => openHolds(u.user) === 0, 5000, 'hold settled');
-  const moves = settlesOf(requestId);
+  await until(async () => (await openHolds(u.user)) === 0, 5000, 'hold settled');
+  const moves = await settlesOf(requestId);
   assert.deepEqual(moves.map((m) => m.kind), ['hold', 'settle']);
   assert.equal(-(moves[0].credits + moves[1].credits), expected, 'charged = the reported usage at the model price');
   assert.equal((await u.c.get('/v1/balance/me')).body.credits, 1_000_000 - expected);
-  await until(() => usageOf(u.user).n === 1, 5000, 'usage flushed');
-  assert.equal(usageOf(u.user).credits, expected);
+  await until(async () => (await usageOf(u.user)).n === 1, 5000, 'usage flushed');
+  assert.equal((await usageOf(u.user)).credits, expected);
   const rec = (await u.c.get('/v1/usage/me')).body.items[0];
   assert.deepEqual([rec.input_tokens, rec.output_tokens, rec.status, rec.mode], [usage.prompt_tokens, usage.completion_tokens, 'ok', 'compat']);
 });
@@ -104,16 +106,16 @@ test('an upstream 500 charges nothing and is recorded as an error', async () => 
   const u = await fundedUser(5000);
   const r = await chat(u.token, { model: 'stub-500', messages: [{ role: 'user', content: 'boom' }] });
   assert.equal(r.status, 502, r.text);
-  await until(() => openHolds(u.user) === 0, 5000, 'hold released');
+  await until(async () => (await openHolds(u.user)) === 0, 5000, 'hold released');
   assert.equal((await u.c.get('/v1/balance/me')).body.credits, 5000);
-  const moves = settlesOf(r.headers.get('x-request-id')!);
+  const moves = await settlesOf(r.headers.get('x-request-id')!);
   assert.deepEqual(moves.map((m) => m.kind), ['hold', 'release']);
   assert.equal(moves[0].credits + moves[1].credits, 0);
-  await until(() => usageOf(u.user).n === 1, 5000, 'usage flushed');
+  await until(async () => (await usageOf(u.user)).n === 1, 5000, 'usage flushed');
   const rec = (await u.c.get('/v1/usage/me')).body.items[0];
   assert.equal(rec.status, 'error');
   assert.equal(rec.credits, 0);
-  assertBooksBalance(w.gw.dbPath);
+  await assertBooksBalance(w.gw);
 });
 
 test('an aborted stream is charged once, for what was consumed before the abort (documented policy)', async () => {
@@ -131,17 +133,17 @@ test('an aborted stream is charged once, for what was consumed before the abort 
   await reader.read();
   await reader.read();
   ac.abort();
-  await until(() => openHolds(u.user) === 0, 5000, 'hold closed after the abort');
-  const moves = settlesOf(requestId);
+  await until(async () => (await openHolds(u.user)) === 0, 5000, 'hold closed after the abort');
+  const moves = await settlesOf(requestId);
   assert.deepEqual(moves.map((m) => m.kind), ['hold', 'settle'], 'closed exactly once');
   const charged = -(moves[0].credits + moves[1].credits);
   assert.ok(charged > 0, 'what the upstream consumed is charged');
   assert.ok(charged < -moves[0].credits, 'less than the full reservation: the stream was cut short');
-  await until(() => usageOf(u.user).n === 1, 5000, 'usage flushed');
+  await until(async () => (await usageOf(u.user)).n === 1, 5000, 'usage flushed');
   const rec = (await u.c.get('/v1/usage/me')).body.items[0];
   assert.equal(rec.status, 'aborted');
   assert.equal(rec.credits, charged);
-  assertBooksBalance(w.gw.dbPath);
+  await assertBooksBalance(w.gw);
 });
 
 test('admin calls are not charged; a user with no balance gets 402 before any upstream call', async () => {
@@ -183,12 +185,12 @@ test('usage reports: per user, admin list with filters, summary per day × city 
 
   const s = await admin.get('/v1/usage/summary');
   assert.equal(s.status, 200, s.text);
-  const row = s.body.items.find((x: { city_id: string; model: string }) => x.city_id === 'charge' && x.model === 'stub-model');
-  assert.ok(row);
-  assert.equal(row.day, new Date().toISOString().slice(0, 10));
-  const dbTotal = readDb(w.gw.dbPath, (db) => db.prepare(`SELECT COUNT(*) AS n, SUM(credits) AS c FROM usage WHERE city_id = 'charge' AND model = 'stub-model'`).get() as { n: number; c: number });
-  assert.equal(row.calls, dbTotal.n, 'the rollup matches the records');
-  assert.equal(row.credits, dbTotal.c);
+  const daily = s.body.items.find((x: { city_id: string; model: string }) => x.city_id === 'charge' && x.model === 'stub-model');
+  assert.ok(daily);
+  assert.equal(daily.day, new Date().toISOString().slice(0, 10));
+  const dbTotal = await row<{ n: number; c: number }>(w.gw, `SELECT COUNT(*) AS n, SUM(credits) AS c FROM usage WHERE city_id = 'charge' AND model = 'stub-model'`);
+  assert.equal(daily.calls, dbTotal.n, 'the rollup matches the records');
+  assert.equal(daily.credits, dbTotal.c);
   const only = await admin.get('/v1/usage/summary?city_id=charge-2');
   assert.ok(only.body.items.every((x: { city_id: string }) => x.city_id === 'charge-2'));
   assert.equal((await admin.get('/v1/usage/summary?from=2026-02-01&to=2026-01-01')).status, 400);

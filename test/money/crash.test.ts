@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { call } from '../helpers/http.ts';
 import { startAiWorld, tokenFor } from '../ai/setup.ts';
-import { assertBooksBalance, readDb, sleep, until } from './setup.ts';
+import { assertBooksBalance, row, sleep, until } from './setup.ts';
 
 test('SIGKILL during charged calls: after restart balance = sum of ledger for every user', async () => {
   const prices = { 'stub-model': { input_per_mtok: 1_000_000, output_per_mtok: 2_000_000 }, 'stub-slow': { per_request: 5000 } };
@@ -32,13 +32,13 @@ test('SIGKILL during charged calls: after restart balance = sum of ledger for ev
     };
     const load = users.flatMap((t, i) => [worker(t, false), worker(t, false), worker(t, i % 2 === 0)]);
     await until(() => done >= 40, 10_000, 'load running');
-    const holdsBefore = readDb(gw.dbPath, (db) => (db.prepare(`SELECT COUNT(*) AS n FROM holds WHERE status = 'held'`).get() as { n: number }).n);
+    const holdsBefore = (await row<{ n: number }>(gw, `SELECT COUNT(*) AS n FROM holds WHERE status = 'held'`)).n;
     assert.ok(holdsBefore > 0, 'calls were in flight when killed');
     await gw.stop('SIGKILL');
     stop = true;
     await Promise.all(load);
 
-    const afterKill = assertBooksBalance(gw.dbPath);
+    const afterKill = await assertBooksBalance(gw);
     assert.equal([...afterKill.keys()].filter((k) => k.startsWith('crash/')).length, 8);
 
     gw = await gw.restart({ BALANCE_HOLD_TTL_SECONDS: '1' });
@@ -47,18 +47,18 @@ test('SIGKILL during charged calls: after restart balance = sum of ledger for ev
     const extra = await call(gw.url, 'POST', '/v1/ai/chat/completions', { token: users[0], body: { model: 'stub-model', max_tokens: 5, messages: [{ role: 'user', content: 'after' }] } });
     assert.equal(extra.status, 200);
     await until(
-      () => readDb(gw.dbPath, (db) => (db.prepare(`SELECT COUNT(*) AS n FROM holds WHERE status = 'held'`).get() as { n: number }).n === 0),
+      async () => (await row<{ n: number }>(gw, `SELECT COUNT(*) AS n FROM holds WHERE status = 'held'`)).n === 0,
       5000,
       'stale holds returned',
     );
-    const books = assertBooksBalance(gw.dbPath);
+    const books = await assertBooksBalance(gw);
     for (let i = 0; i < 8; i++) {
       const b = books.get(`crash/user${i}`)!;
       const me = await call(gw.url, 'GET', '/v1/balance/me', { token: users[i] });
       assert.equal(me.body.credits, b.ledger, `user${i}: the API shows the ledger's balance`);
       assert.ok(b.balance <= 200_000);
     }
-    const expired = readDb(gw.dbPath, (db) => (db.prepare(`SELECT COUNT(*) AS n FROM ledger WHERE kind = 'expire'`).get() as { n: number }).n);
+    const expired = (await row<{ n: number }>(gw, `SELECT COUNT(*) AS n FROM ledger WHERE kind = 'expire'`)).n;
     assert.ok(expired > 0, 'the killed calls’ holds were returned');
   } finally {
     await gw.stop();
@@ -75,13 +75,13 @@ test('a graceful stop (SIGTERM) writes every buffered usage record', async () =>
       Array.from({ length: 30 }, () => call(w.gw.url, 'POST', '/v1/ai/chat/completions', { token, body: { model: 'stub-model', messages: [{ role: 'user', content: 'x' }] } })),
     );
     assert.ok(rs.every((r) => r.status === 200));
-    const count = () => readDb(w.gw.dbPath, (db) => db.prepare(`SELECT COUNT(*) AS n, COALESCE(SUM(credits), 0) AS c FROM usage WHERE user_id = 'g'`).get() as { n: number; c: number });
-    assert.equal(count().n, 0, 'still buffered (flush interval 60 s)');
+    const count = () => row<{ n: number; c: number }>(w.gw, `SELECT COUNT(*) AS n, COALESCE(SUM(credits), 0) AS c FROM usage WHERE user_id = 'g'`);
+    assert.equal((await count()).n, 0, 'still buffered (flush interval 60 s)');
     assert.equal(await w.gw.stop(), 0);
-    assert.deepEqual({ ...count() }, { n: 30, c: 300 });
-    const daily = readDb(w.gw.dbPath, (db) => db.prepare(`SELECT calls, credits FROM usage_daily WHERE city_id = 'grace'`).get() as { calls: number; credits: number });
+    assert.deepEqual({ ...(await count()) }, { n: 30, c: 300 });
+    const daily = await row<{ calls: number; credits: number }>(w.gw, `SELECT calls, credits FROM usage_daily WHERE city_id = 'grace'`);
     assert.deepEqual({ ...daily }, { calls: 30, credits: 300 });
-    assertBooksBalance(w.gw.dbPath);
+    await assertBooksBalance(w.gw);
   } finally {
     await w.close();
   }

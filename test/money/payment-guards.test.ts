@@ -9,7 +9,7 @@ import { startGateway, type TestGateway } from '../helpers/gateway.ts';
 import { call, client, errorOf } from '../helpers/http.ts';
 import { signCreemPayload, startCreemStub, type CreemStub } from '../stubs/creem.ts';
 import { signStripePayload, startStripeStub, type StripeStub } from '../stubs/stripe.ts';
-import { assertBooksBalance, cityWithUser, readDb, type Client } from './setup.ts';
+import { assertBooksBalance, cityWithUser, rows, type Client } from './setup.ts';
 
 const STRIPE_WHSEC = 'whsec_guards_test';
 const CREEM_WHSEC = 'creem_whsec_guards';
@@ -56,8 +56,8 @@ const signedCreem = (event: unknown) => {
   const raw = JSON.stringify(event);
   return call(gw.url, 'POST', '/v1/payment/webhook/b', { raw, headers: { 'content-type': 'application/json', 'creem-signature': signCreemPayload(raw, CREEM_WHSEC) } });
 };
-const topups = (paymentId: string) =>
-  readDb(gw.dbPath, (db) => db.prepare(`SELECT credits FROM ledger WHERE kind = 'topup' AND ref = ?`).all(paymentId) as { credits: number }[]).map((r) => r.credits);
+const topups = async (paymentId: string) =>
+  (await rows<{ credits: number }>(gw, `SELECT credits FROM ledger WHERE kind = 'topup' AND ref = ?`, [paymentId])).map((r) => r.credits);
 
 describe('provider A (Stripe)', () => {
   test('an underpaid checkout is credited what was paid, once; the admin sees the shortfall', async () => {
@@ -78,8 +78,8 @@ describe('provider A (Stripe)', () => {
       [p.status, p.credits, p.amount, p.amount_paid, p.credited, p.shortfall],
       ['paid', 2_000_000, 200, 150, 1_500_000, 50],
     );
-    assert.deepEqual(topups(r.body.payment_id), [1_500_000]);
-    assertBooksBalance(gw.dbPath);
+    assert.deepEqual(await topups(r.body.payment_id), [1_500_000]);
+    await assertBooksBalance(gw);
   });
 
   test('a paid event in another currency, for another checkout, or for no known payment changes nothing', async () => {
@@ -110,7 +110,7 @@ describe('provider A (Stripe)', () => {
     assert.equal(JSON.parse((await stripe.deliverWebhook(paid1)).body).outcome, 'credited');
     assert.equal(JSON.parse((await stripe.deliverWebhook(paid2)).body).outcome, 'credited');
     assert.equal(await credits(), b0 + 4_000_000);
-    assertBooksBalance(gw.dbPath);
+    await assertBooksBalance(gw);
   });
 
   test('PAYMENT_MAX_AMOUNT: a larger checkout is 400 amount_too_large, nothing recorded, no session', async () => {
@@ -148,8 +148,8 @@ describe('provider B (Creem)', () => {
     assert.equal(await credits(), b0 + 4_000_000);
     const p = await adminView(r.body.payment_id);
     assert.deepEqual([p.status, p.credits, p.amount, p.amount_paid, p.credited, p.shortfall], ['paid', 5_000_000, 500, 400, 4_000_000, 100]);
-    assert.deepEqual(topups(r.body.payment_id), [4_000_000]);
-    assertBooksBalance(gw.dbPath);
+    assert.deepEqual(await topups(r.body.payment_id), [4_000_000]);
+    await assertBooksBalance(gw);
   });
 
   test('a paid event in another currency, for another checkout, or for no known payment changes nothing', async () => {
@@ -177,7 +177,7 @@ describe('provider B (Creem)', () => {
     assert.equal(JSON.parse((await creem.deliverWebhook(paid1)).body).outcome, 'credited');
     assert.equal(JSON.parse((await creem.deliverWebhook(paid2)).body).outcome, 'credited');
     assert.equal(await credits(), b0 + 15_000_000);
-    assertBooksBalance(gw.dbPath);
+    await assertBooksBalance(gw);
   });
 
   test('PAYMENT_MAX_AMOUNT: a larger checkout is 400 amount_too_large, nothing recorded, no checkout', async () => {

@@ -6,7 +6,7 @@ import { startGateway, type TestGateway } from '../helpers/gateway.ts';
 import { call, client, errorOf } from '../helpers/http.ts';
 import { signCreemPayload, startCreemStub, type CreemStub } from '../stubs/creem.ts';
 import { signStripePayload, startStripeStub, type StripeStub } from '../stubs/stripe.ts';
-import { assertBooksBalance, cityWithUser, readDb, type Client } from './setup.ts';
+import { assertBooksBalance, cityWithUser, row, type Client } from './setup.ts';
 
 const STRIPE_WHSEC = 'whsec_citygate_test';
 const CREEM_WHSEC = 'creem_whsec_citygate';
@@ -109,11 +109,11 @@ describe('provider A (Stripe)', () => {
     const p = (await alice.get('/v1/payment/payments/me')).body.items.find((x: { payment_id: string }) => x.payment_id === r.body.payment_id);
     assert.equal(p.status, 'paid');
     assert.equal(p.amount_paid, 100);
-    const topups = readDb(gw.dbPath, (db) => db.prepare(`SELECT COUNT(*) AS n FROM ledger WHERE kind = 'topup' AND ref = ?`).get(r.body.payment_id) as { n: number });
+    const topups = await row<{ n: number }>(gw, `SELECT COUNT(*) AS n FROM ledger WHERE kind = 'topup' AND ref = ?`, [r.body.payment_id]);
     assert.equal(topups.n, 1);
-    const ev = readDb(gw.dbPath, (db) => db.prepare(`SELECT deliveries FROM payment_events WHERE event_id = ?`).get(event.id) as { deliveries: number });
+    const ev = await row<{ deliveries: number }>(gw, `SELECT deliveries FROM payment_events WHERE event_id = ?`, [event.id]);
     assert.equal(ev.deliveries, 5);
-    assertBooksBalance(gw.dbPath);
+    await assertBooksBalance(gw);
   });
 
   test('the hosted page’s Pay button: webhook credits, success page confirms', async () => {
@@ -192,7 +192,7 @@ describe('provider A (Stripe)', () => {
     assert.equal(p3.status, 'expired');
     assert.equal(p3.checkout_url, null);
     assert.equal(await credits(alice), before + 800_000 + 900_000);
-    assertBooksBalance(gw.dbPath);
+    await assertBooksBalance(gw);
   });
 
   test('without a webhook secret, events count only as Stripe’s API returns them', async () => {
@@ -246,7 +246,7 @@ describe('provider B (Creem)', () => {
     assert.equal(await credits(bob), before + 5_000_000);
     const p = (await bob.get('/v1/payment/payments/me')).body.items.find((x: { payment_id: string }) => x.payment_id === r.body.payment_id);
     assert.deepEqual([p.status, p.amount_paid], ['paid', 500]);
-    assertBooksBalance(gw.dbPath);
+    await assertBooksBalance(gw);
   });
 
   test('without a webhook secret, B credits only after the stub’s API confirms the checkout', async () => {

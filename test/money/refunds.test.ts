@@ -8,7 +8,7 @@ import { startGateway, type TestGateway } from '../helpers/gateway.ts';
 import { client } from '../helpers/http.ts';
 import { startCreemStub, type CreemStub } from '../stubs/creem.ts';
 import { startStripeStub, type StripeStub } from '../stubs/stripe.ts';
-import { assertBooksBalance, cityWithUser, readDb, type Client } from './setup.ts';
+import { assertBooksBalance, cityWithUser, row, type Client } from './setup.ts';
 
 const STRIPE_WHSEC = 'whsec_citygate_refunds';
 const CREEM_WHSEC = 'creem_whsec_refunds';
@@ -64,8 +64,8 @@ async function fiveTimes(deliver: () => Promise<{ status: number; body: string }
   return all.map(outcome);
 }
 
-const ledgerRows = (kindReason: string) =>
-  readDb(gw.dbPath, (db) => db.prepare(`SELECT COUNT(*) AS n FROM ledger WHERE reason LIKE ?`).get(`${kindReason}%`) as { n: number }).n;
+const ledgerRows = async (kindReason: string) =>
+  (await row<{ n: number }>(gw, `SELECT COUNT(*) AS n FROM ledger WHERE reason LIKE ?`, [`${kindReason}%`])).n;
 
 describe('Stripe', () => {
   test('charge.refunded delivered 5 times (3 at once) debits the credits once', async () => {
@@ -80,8 +80,8 @@ describe('Stripe', () => {
     const outcomes = await fiveTimes(() => stripe.deliverWebhook(event));
     assert.deepEqual(outcomes, ['refunded', 'already_refunded', 'already_refunded', 'already_refunded', 'already_refunded']);
     assert.equal(await credits(u), b0, 'exactly the credits bought were taken back');
-    assert.equal(ledgerRows('refund stripe'), 1);
-    assertBooksBalance(gw.dbPath);
+    assert.equal(await ledgerRows('refund stripe'), 1);
+    await assertBooksBalance(gw);
   });
 
   test('partial refunds debit in proportion; a dispute takes what is left; never below zero, the shortfall is shown to the admin', async () => {
@@ -113,7 +113,7 @@ describe('Stripe', () => {
     assert.ok(only.body.items.every((x: { shortfall: number }) => x.shortfall > 0));
     assert.ok(only.body.items.some((x: { payment_id: string }) => x.payment_id === d.payment_id));
     assert.equal((await u.get('/v1/payment/refunds')).status, 403, 'users do not see the refund list');
-    assertBooksBalance(gw.dbPath);
+    await assertBooksBalance(gw);
   });
 
   test('a refund of a payment never credited changes nothing', async () => {
@@ -148,7 +148,7 @@ describe('Creem', () => {
     const outcomes = await fiveTimes(() => creem.deliverWebhook(event));
     assert.deepEqual(outcomes.sort(), ['already_refunded', 'already_refunded', 'already_refunded', 'already_refunded', 'refunded']);
     assert.equal(await credits(u), b0);
-    assert.equal(ledgerRows('refund creem'), 1);
-    assertBooksBalance(gw.dbPath);
+    assert.equal(await ledgerRows('refund creem'), 1);
+    await assertBooksBalance(gw);
   });
 });

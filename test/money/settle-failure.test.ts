@@ -2,13 +2,14 @@
 // process dies first, the sweeper settles the hold at the call's measured cost (its usage
 // record) instead of returning it. Never twice. The write is really made to fail: the test
 // installs an SQLite trigger in the gateway's database file that refuses `settle` ledger rows
-// while a flag row exists. Nothing inside citygate is mocked.
+// while a flag row exists. Nothing inside citygate is mocked. (SQLite only: the PostgreSQL run
+// of the service suites leaves this file out.)
 import assert from 'node:assert/strict';
 import { DatabaseSync } from 'node:sqlite';
 import { after, before, describe, test } from 'node:test';
 import { client } from '../helpers/http.ts';
 import { startAiWorld, tokenFor, type AiWorld } from '../ai/setup.ts';
-import { assertBooksBalance, readDb, sleep, until } from './setup.ts';
+import { assertBooksBalance, row, sleep, until } from './setup.ts';
 
 const PRICES = { 'stub-model': { input_per_mtok: 1_000_000, output_per_mtok: 2_000_000 } };
 const START = 1_000_000;
@@ -83,7 +84,7 @@ describe('a settle whose write fails', () => {
     } finally {
       healSettles();
     }
-    assertBooksBalance(w.gw.dbPath);
+    await assertBooksBalance(w.gw);
   });
 
   test('a process that dies before the retry commits: after a restart the sweeper charges the measured cost, not nothing', async () => {
@@ -99,7 +100,7 @@ describe('a settle whose write fails', () => {
     } finally {
       healSettles();
     }
-    const holdAt = readDb(w.gw.dbPath, (db) => (db.prepare(`SELECT created_at FROM holds WHERE user_id = 'crash' AND status = 'held'`).get() as { created_at: number }).created_at);
+    const holdAt = (await row<{ created_at: number }>(w.gw, `SELECT created_at FROM holds WHERE user_id = 'crash' AND status = 'held'`)).created_at;
     // restart once the hold is older than its TTL: the sweep (at boot, and on reservations) finds it
     await sleep(Math.max(0, holdAt + 1200 - Date.now()));
     w.gw = await w.gw.restart({ BALANCE_HOLD_TTL_SECONDS: '1' });
@@ -111,6 +112,6 @@ describe('a settle whose write fails', () => {
     const entries = await ledger('crash');
     assert.deepEqual(entries.map((e) => e.kind).sort(), ['adjust', 'hold', 'settle'], 'settled, not expired');
     assert.equal(entries.find((e) => e.kind === 'settle')!.credits, -cost! - entries.find((e) => e.kind === 'hold')!.credits);
-    assertBooksBalance(w.gw.dbPath);
+    await assertBooksBalance(w.gw);
   });
 });

@@ -1,7 +1,7 @@
 // Shared helpers of the money tests: tokens, and the invariants read straight from the
 // database file the way an auditor would.
-import { DatabaseSync } from 'node:sqlite';
 import { client } from '../helpers/http.ts';
+import { sqlAll, sqlGet, type SqlTarget } from '../helpers/sql.ts';
 import { sleep, until as waitUntil } from '../helpers/wait.ts';
 
 export type Client = ReturnType<typeof client>;
@@ -14,14 +14,12 @@ export async function cityWithUser(admin: Client, cityId: string, userId: string
   return t.body.user_token;
 }
 
-export function readDb<T>(dbPath: string, f: (db: DatabaseSync) => T): T {
-  const db = new DatabaseSync(dbPath, { readOnly: true });
-  try {
-    return f(db);
-  } finally {
-    db.close();
-  }
-}
+/** A SQL target from a gateway, or a SQLite file path. */
+const target = (t: SqlTarget | string): SqlTarget => (typeof t === 'string' ? { dbPath: t } : t);
+
+/** Rows of one statement (`?` placeholders), read straight from the gateway's database. */
+export const rows = <T = Record<string, unknown>>(t: SqlTarget | string, text: string, params: unknown[] = []) => sqlAll<T>(target(t), text, params);
+export const row = <T = Record<string, unknown>>(t: SqlTarget | string, text: string, params: unknown[] = []) => sqlGet<T>(target(t), text, params) as Promise<T>;
 
 export interface Books {
   balance: number;
@@ -30,34 +28,44 @@ export interface Books {
 }
 
 /** Balance and ledger sum of every user (and of users with ledger rows but no balance). */
-export function books(dbPath: string): Map<string, Books> {
-  return readDb(dbPath, (db) => {
-    const out = new Map<string, Books>();
-    for (const r of db.prepare('SELECT city_id, user_id, credits FROM balances').all() as { city_id: string; user_id: string; credits: number }[]) {
-      out.set(`${r.city_id}/${r.user_id}`, { balance: r.credits, ledger: 0, entries: 0 });
-    }
-    for (const r of db.prepare('SELECT city_id, user_id, SUM(credits) AS s, COUNT(*) AS n FROM ledger GROUP BY city_id, user_id').all() as {
-      city_id: string;
-      user_id: string;
-      s: number;
-      n: number;
-    }[]) {
-      const k = `${r.city_id}/${r.user_id}`;
-      const b = out.get(k) ?? { balance: NaN, ledger: 0, entries: 0 };
-      b.ledger = r.s;
-      b.entries = r.n;
-      out.set(k, b);
-    }
-    return out;
-  });
+export async function books(t: SqlTarget | string): Promise<Map<string, Books>> {
+  const out = new Map<string, Books>();
+  for (const r of await rows<{ city_id: string; user_id: string; credits: number }>(t, 'SELECT city_id, user_id, credits FROM balances')) {
+    out.set(`${r.city_id}/${r.user_id}`, { balance: r.credits, ledger: 0, entries: 0 });
+  }
+  for (const r of await rows<{ city_id: string; user_id: string; s: number; n: number }>(
+    t,
+    'SELECT city_id, user_id, SUM(credits) AS s, COUNT(*) AS n FROM ledger GROUP BY city_id, user_id',
+  )) {
+    const k = `${r.city_id}/${r.user_id}`;
+    const b = out.get(k) ?? { balance: NaN, ledger: 0, entries: 0 };
+    b.ledger = r.s;
+    b.entries = r.n;
+    out.set(k, b);
+  }
+  return out;
 }
 
-/** Throws unless every balance equals the sum of its ledger and none is negative. */
-export function assertBooksBalance(dbPath: string): Map<string, Books> {
-  const all = books(dbPath);
+/**
+ * Throws unless every balance equals the sum of its ledger, none is negative, and every ledger
+ * row's balance_after is the running sum of that user's ledger up to it (in seq order): a row
+ * written from a stale read of the balance would break the last one.
+ */
+export async function assertBooksBalance(t: SqlTarget | string): Promise<Map<string, Books>> {
+  const all = await books(t);
   for (const [k, b] of all) {
     if (b.balance !== b.ledger) throw new Error(`${k}: balance ${b.balance} ≠ ledger sum ${b.ledger}`);
     if (b.balance < 0) throw new Error(`${k}: negative balance ${b.balance}`);
+  }
+  const running = new Map<string, number>();
+  for (const r of await rows<{ city_id: string; user_id: string; seq: number; credits: number; balance_after: number }>(
+    t,
+    'SELECT city_id, user_id, seq, credits, balance_after FROM ledger ORDER BY seq',
+  )) {
+    const k = `${r.city_id}/${r.user_id}`;
+    const sum = (running.get(k) ?? 0) + r.credits;
+    running.set(k, sum);
+    if (r.balance_after !== sum) throw new Error(`${k}: ledger row ${r.seq} says balance_after ${r.balance_after}, the running sum is ${sum}`);
   }
   return all;
 }

@@ -11,10 +11,13 @@ import type { Kysely } from 'kysely';
 import type { Statement } from '../database.ts';
 import security from './060_security.ts';
 
+/** One statement: portable SQL (translated for PostgreSQL by dialects/postgres-ddl.ts), or both texts. */
+export type MigrationStatement = string | { sqlite: string; postgres: string };
+
 export interface Migration {
   name: string;
   /** SQL texts, or statements built with Kysely's schema builder for the database's dialect. */
-  statements: string[] | ((db: Kysely<any>) => Statement[]);
+  statements: MigrationStatement[] | ((db: Kysely<any>) => Statement[]);
 }
 
 export const migrations: Migration[] = [

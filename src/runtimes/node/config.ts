@@ -1,26 +1,70 @@
-// Node runtime settings (seed §1): HOST, PORT, DATABASE_PATH, LOCAL_LOGIN, GATEWAY_SERVICES.
+// Node runtime settings (seed §1): HOST, PORT, DATABASE_PATH, LOCAL_LOGIN, GATEWAY_SERVICES;
+// DATABASE_URL (PostgreSQL, takes precedence over DATABASE_PATH) with DATABASE_POOL_SIZE and
+// DATABASE_STATEMENT_TIMEOUT_MS; GATEWAY_WORKERS (processes sharing the port).
+import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 
 export interface NodeConfig {
   host: string;
   port: number;
   databasePath: string;
+  /** postgres://… when set: the database is PostgreSQL, not the SQLite file. */
+  databaseUrl: string | null;
+  poolSize: number;
+  statementTimeoutMs: number;
   localLogin: boolean;
   services: string | undefined;
   dataDir: string;
+  workers: number;
+  /** How long a job stays claimed by a runner that stopped renewing it (JOB_LEASE_SECONDS, default 60). */
+  jobLeaseMs: number;
+}
+
+function intSetting(env: NodeJS.ProcessEnv, key: string, dflt: number, min: number, max: number): number {
+  const raw = env[key];
+  if (raw === undefined || raw === '') return dflt;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < min || n > max) throw new Error(`${key} must be an integer from ${min} to ${max}, got '${raw}'`);
+  return n;
 }
 
 export function readNodeConfig(env: NodeJS.ProcessEnv = process.env): NodeConfig {
-  const port = env.PORT === undefined || env.PORT === '' ? 43127 : Number(env.PORT);
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`PORT must be an integer from 0 to 65535, got '${env.PORT}'`);
+  const port = intSetting(env, 'PORT', 43127, 0, 65535);
   const databasePath = resolve(env.DATABASE_PATH || './data/citygate.sqlite');
   const localLogin = !/^(false|0|no|off)$/i.test(env.LOCAL_LOGIN ?? 'true');
+  const databaseUrl = env.DATABASE_URL || null;
+  if (databaseUrl && !/^postgres(ql)?:\/\//i.test(databaseUrl)) {
+    throw new Error(`DATABASE_URL must be a postgres:// or postgresql:// URL (for SQLite set DATABASE_PATH), got '${redactUrl(databaseUrl)}'`);
+  }
+  const workersRaw = env.GATEWAY_WORKERS ?? '';
+  const workers = /^auto$/i.test(workersRaw) ? availableParallelism() : intSetting(env, 'GATEWAY_WORKERS', 1, 1, 256);
   return {
     host: env.HOST || '127.0.0.1',
     port,
     databasePath,
+    databaseUrl,
+    poolSize: intSetting(env, 'DATABASE_POOL_SIZE', 10, 1, 1000),
+    statementTimeoutMs: intSetting(env, 'DATABASE_STATEMENT_TIMEOUT_MS', 30_000, 0, 3_600_000),
     localLogin,
     services: env.GATEWAY_SERVICES,
     dataDir: resolve(databasePath, '..'),
+    workers,
+    jobLeaseMs: intSetting(env, 'JOB_LEASE_SECONDS', 60, 1, 86_400) * 1000,
   };
+}
+
+/** A database URL without its password, for logs and errors. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return url.replace(/:[^:@/]*@/, ':***@');
+  }
+}
+
+/** What the database is, for the log line at start: the file, or the URL without password. */
+export function describeDatabase(c: NodeConfig): string {
+  return c.databaseUrl ? redactUrl(c.databaseUrl) : c.databasePath;
 }

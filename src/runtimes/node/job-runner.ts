@@ -2,8 +2,16 @@
 // Every enqueued message is a row of `job_queue` first, so a restart picks unfinished jobs up
 // again. A runner claims a due row with one UPDATE (a lease), runs it, and deletes it; a
 // RetryJob reschedules it. On graceful stop, leases of running jobs are released at once so
-// the next boot re-runs them; after a crash they expire (leaseMs).
+// the next boot re-runs them. While a job runs its runner renews the lease (every leaseMs / 3),
+// so a live runner keeps its jobs however long they take, and a dead one's (SIGKILL, a lost
+// machine) are taken over by any other process or replica once leaseMs has passed.
+//
+// Claiming: on SQLite a conditional UPDATE (only one process's statement can move an expired
+// lease); on PostgreSQL one UPDATE … WHERE id = (SELECT … FOR UPDATE SKIP LOCKED), so runners of
+// many replicas never wait on each other's candidate rows.
+import type { ExpressionBuilder } from 'kysely';
 import type { Db } from '../../db/database.ts';
+import type { Schema } from '../../db/schema.ts';
 import type { Gateway } from '../../kernel/gateway.ts';
 import { RetryJob, type JobMessage, type JobQueue } from '../../kernel/jobs.ts';
 import type { Logger } from '../../kernel/log.ts';
@@ -28,13 +36,14 @@ export class NodeJobRunner implements JobQueue {
   #stopped = false;
   #ticking = false;
   #again = false;
+  #heartbeat: ReturnType<typeof setInterval> | null = null;
 
   constructor(db: Db, log: Logger, opts: JobRunnerOptions = {}) {
     this.db = db;
     this.log = log;
     this.concurrency = opts.concurrency ?? 4;
     this.pollMs = opts.pollMs ?? 1000;
-    this.leaseMs = opts.leaseMs ?? 5 * 60_000;
+    this.leaseMs = opts.leaseMs ?? 60_000;
     this.maxAttempts = opts.maxAttempts ?? 1000;
   }
 
@@ -51,7 +60,20 @@ export class NodeJobRunner implements JobQueue {
   /** Starts running due jobs (call after the gateway's init). */
   start(gateway: Gateway): void {
     this.#gateway = gateway;
+    this.#heartbeat = setInterval(() => void this.#renew(), Math.max(50, Math.floor(this.leaseMs / 3)));
+    this.#heartbeat.unref?.();
     this.#kick();
+  }
+
+  /** Extends the leases of the jobs this runner is running. */
+  async #renew(): Promise<void> {
+    const ids = [...this.#running.keys()];
+    if (ids.length === 0 || this.#stopped) return;
+    try {
+      await this.db.kysely.updateTable('job_queue').set({ locked_until: Date.now() + this.leaseMs }).where('id', 'in', ids).execute();
+    } catch (e) {
+      this.log('error', 'job runner: renewing leases failed', { error: String(e) });
+    }
   }
 
   #kick(): void {
@@ -94,24 +116,35 @@ export class NodeJobRunner implements JobQueue {
 
   async #claim() {
     const now = Date.now();
+    const free = (eb: ExpressionBuilder<Schema, 'job_queue'>) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', now)]);
+    const lease = (eb: ExpressionBuilder<Schema, 'job_queue'>) => ({ locked_until: now + this.leaseMs, attempts: eb('attempts', '+', 1) });
+    if (this.db.dialect === 'postgres') {
+      const running = [...this.#running.keys()];
+      const row = await this.db.kysely
+        .updateTable('job_queue')
+        .set(lease)
+        .where('id', '=', (eb) => {
+          let q = eb.selectFrom('job_queue').select('id').where('run_at', '<=', now).where(free);
+          if (running.length) q = q.where('id', 'not in', running);
+          return q.orderBy('run_at').limit(1).forUpdate().skipLocked();
+        })
+        .where(free)
+        .returningAll()
+        .executeTakeFirst();
+      return row ?? null;
+    }
     const due = await this.db.kysely
       .selectFrom('job_queue')
       .select('id')
       .where('run_at', '<=', now)
-      .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', now)]))
+      .where(free)
       .orderBy('run_at')
       .limit(this.concurrency * 2)
       .execute();
     for (const { id } of due) {
       if (this.#running.has(id)) continue;
       // One statement: only one runner (of any process) wins the lease.
-      const won = await this.db.kysely
-        .updateTable('job_queue')
-        .set((eb) => ({ locked_until: now + this.leaseMs, attempts: eb('attempts', '+', 1) }))
-        .where('id', '=', id)
-        .where((eb) => eb.or([eb('locked_until', 'is', null), eb('locked_until', '<', now)]))
-        .returningAll()
-        .executeTakeFirst();
+      const won = await this.db.kysely.updateTable('job_queue').set(lease).where('id', '=', id).where(free).returningAll().executeTakeFirst();
       if (won) return won;
     }
     return null;
@@ -141,6 +174,7 @@ export class NodeJobRunner implements JobQueue {
   async stop(): Promise<void> {
     this.#stopped = true;
     if (this.#timer) clearTimeout(this.#timer);
+    if (this.#heartbeat) clearInterval(this.#heartbeat);
     const ids = [...this.#running.keys()];
     if (ids.length) await this.db.kysely.updateTable('job_queue').set({ locked_until: null }).where('id', 'in', ids).execute();
   }

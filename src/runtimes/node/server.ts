@@ -5,12 +5,12 @@ import type { ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { openNodeSqlite } from '../../db/dialects/node-sqlite.ts';
 import { createGateway, type Gateway } from '../../kernel/gateway.ts';
 import { jsonLogger, type Logger } from '../../kernel/log.ts';
 import { AI_CONFIG } from '../../services/ai/state.ts';
 import { selectServices } from '../../services/index.ts';
-import { readNodeConfig, type NodeConfig } from './config.ts';
+import { describeDatabase, readNodeConfig, type NodeConfig } from './config.ts';
+import { openNodeDatabase } from './database.ts';
 import { LocalFileStore } from './file-store.ts';
 import { NodeJobRunner } from './job-runner.ts';
 import { loadProjectConfig } from './project-config.ts';
@@ -40,13 +40,13 @@ export async function startNodeServer(
 ): Promise<RunningServer> {
   const config = readNodeConfig(env);
   installNodeMetrics();
-  const db = openNodeSqlite(config.databasePath);
+  const db = await openNodeDatabase(config);
   // One stdout write per event-loop turn for all its log lines (the request line of every call).
   const lines = opts.logger ? null : bufferedLines();
   const logger = opts.logger ?? jsonLogger(lines!.write);
   const project = await loadProjectConfig();
   const http = undiciHttp();
-  const jobs = new NodeJobRunner(db, logger);
+  const jobs = new NodeJobRunner(db, logger, { leaseMs: config.jobLeaseMs });
   const gateway = createGateway({
     db,
     services: selectServices(config.services),
@@ -73,7 +73,7 @@ export async function startNodeServer(
   if (generatedAdminKey) {
     process.stderr.write(
       `\ncitygate: generated the admin key (shown once):\n\n  ${generatedAdminKey}\n\n` +
-        `Read it again with: citygate admin-key   (reads DATABASE_PATH=${config.databasePath})\n\n`,
+        `Read it again with: citygate admin-key   (reads ${config.databaseUrl ? 'DATABASE_URL' : 'DATABASE_PATH'}=${describeDatabase(config)})\n\n`,
     );
   }
 

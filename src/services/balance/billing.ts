@@ -15,7 +15,7 @@
 //                                   balance and never below zero
 import { sql } from 'kysely';
 import type { Db } from '../../db/database.ts';
-import { isUniqueViolation } from '../../db/database.ts';
+import { isUniqueViolation, least } from '../../db/database.ts';
 import type { GatewayContext } from '../../kernel/context.ts';
 import { newId } from '../../kernel/crypto.ts';
 import { GatewayError } from '../../kernel/errors.ts';
@@ -187,7 +187,7 @@ export class LedgerBilling implements Billing {
             cityId: hold.cityId,
             userId: hold.userId,
             kind: 'settle',
-            delta: sql`-MIN(${cost}, b.credits)`,
+            delta: sql`-${least(db, cost, sql`b.credits`)}`,
             ref: hold.id,
             at,
           }),
@@ -200,7 +200,7 @@ export class LedgerBilling implements Billing {
       const at = Date.now();
       const entryId = newEntryId();
       const delta =
-        how !== 'settle' ? sql`h.credits` : late ? sql`-MIN(${cost}, b.credits)` : sql`h.credits - MIN(${cost}, h.credits + b.credits)`;
+        how !== 'settle' ? sql`h.credits` : late ? sql`-${least(db, cost, sql`b.credits`)}` : sql`h.credits - ${least(db, cost, sql`h.credits + b.credits`)}`;
       const res = await db
         .batch([
           ...moveStatements(db, {

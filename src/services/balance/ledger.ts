@@ -2,7 +2,9 @@
 // written in the same batch as the balance change it explains. No interactive transactions:
 // a movement is a batch of plain statements whose later steps only apply if the guarded
 // ledger INSERT … SELECT inserted its row (they look the row up by its fresh entry id), so the
-// same statements are atomic and exact on node:sqlite and D1.
+// same statements are atomic and exact on node:sqlite and D1 (a batch runs alone there), and on
+// PostgreSQL, where step 1 locks the balance row (lockRowsOf): a concurrent movement of the same
+// balance waits, then reads the committed balance and checks its guard against it.
 //
 //   1. INSERT INTO ledger (…) SELECT …, <delta>, b.credits + <delta> FROM balances b [JOIN …]
 //      WHERE b.city_id = ? AND b.user_id = ? AND <guard>         -- 0 or 1 row
@@ -13,7 +15,7 @@
 // back; callers turn that into a replay. balances.credits has CHECK (credits >= 0), so even a
 // wrong guard could never leave a negative balance: the batch would fail instead.
 import { sql, type CompiledQuery, type RawBuilder, type Selectable } from 'kysely';
-import type { Db } from '../../db/database.ts';
+import { lockRowsOf, type Db } from '../../db/database.ts';
 import type { LedgerTable } from '../../db/schema.ts';
 import { newId } from '../../kernel/crypto.ts';
 
@@ -49,7 +51,8 @@ export function moveStatements(db: Db, m: Move): CompiledQuery[] {
   const insert = sql`INSERT INTO ledger (entry_id, idempotency_key, city_id, user_id, credits, balance_after, kind, ref, request_id, model, reason, actor, created_at)
     SELECT ${m.entryId}, ${m.key}, b.city_id, b.user_id, ${d}, b.credits + ${d}, ${m.kind}, ${m.ref ?? null}, ${m.requestId ?? null}, ${m.model ?? null}, ${m.reason ?? null}, ${m.actor ?? null}, ${m.at}
     FROM balances b ${m.join ?? sql``}
-    WHERE b.city_id = ${m.cityId} AND b.user_id = ${m.userId} AND ${m.guard ?? sql`1 = 1`}`;
+    WHERE b.city_id = ${m.cityId} AND b.user_id = ${m.userId} AND ${m.guard ?? sql`1 = 1`}
+    ${lockRowsOf(db, 'b')}`;
   const apply = sql`UPDATE balances
     SET credits = credits + (SELECT l.credits FROM ledger l WHERE l.entry_id = ${m.entryId}), updated_at = ${m.at}
     WHERE city_id = ${m.cityId} AND user_id = ${m.userId} AND EXISTS (SELECT 1 FROM ledger l WHERE l.entry_id = ${m.entryId})`;

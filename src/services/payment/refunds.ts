@@ -10,7 +10,7 @@
 import { sql } from 'kysely';
 import Stripe from 'stripe';
 import { z } from 'zod';
-import { isUniqueViolation } from '../../db/database.ts';
+import { isUniqueViolation, least } from '../../db/database.ts';
 import type { PaymentsTable } from '../../db/schema.ts';
 import type { GatewayContext } from '../../kernel/context.ts';
 import type { Identity } from '../../kernel/identity.ts';
@@ -71,7 +71,7 @@ export async function applyRefund(gw: GatewayContext, provider: MethodId, f: Ref
         cityId: p.city_id,
         userId: p.user_id,
         kind: 'adjust',
-        delta: sql`-MIN(${due}, b.credits)`,
+        delta: sql`-${least(db, due, sql`b.credits`)}`,
         ref: p.payment_id,
         reason: `${f.kind} ${provider === 'a' ? 'stripe' : 'creem'} ${f.key}`,
         actor: 'system',

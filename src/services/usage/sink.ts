@@ -193,10 +193,10 @@ export class UsageBuffer implements MeteringSink {
         sql`INSERT INTO usage_daily (day, city_id, model, calls, errors, input_tokens, output_tokens, cached_tokens, credits, duration_ms)
           VALUES (${g.day}, ${g.city_id}, ${g.model}, ${g.calls}, ${g.errors}, ${g.input_tokens}, ${g.output_tokens}, ${g.cached_tokens}, ${g.credits}, ${g.duration_ms})
           ON CONFLICT (day, city_id, model) DO UPDATE SET
-            calls = calls + excluded.calls, errors = errors + excluded.errors,
-            input_tokens = input_tokens + excluded.input_tokens, output_tokens = output_tokens + excluded.output_tokens,
-            cached_tokens = cached_tokens + excluded.cached_tokens, credits = credits + excluded.credits,
-            duration_ms = duration_ms + excluded.duration_ms`.compile(k),
+            calls = usage_daily.calls + excluded.calls, errors = usage_daily.errors + excluded.errors,
+            input_tokens = usage_daily.input_tokens + excluded.input_tokens, output_tokens = usage_daily.output_tokens + excluded.output_tokens,
+            cached_tokens = usage_daily.cached_tokens + excluded.cached_tokens, credits = usage_daily.credits + excluded.credits,
+            duration_ms = usage_daily.duration_ms + excluded.duration_ms`.compile(k),
       );
     }
     return out;

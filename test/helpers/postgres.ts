@@ -1,0 +1,76 @@
+// PostgreSQL for tests: CITYGATE_TEST_DATABASE_URL names a server (.ci/run sets it); every
+// test database is created fresh here and dropped when the test process exits.
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+
+export const TEST_PG_URL = process.env.CITYGATE_TEST_DATABASE_URL || '';
+
+/** Service suites run against PostgreSQL instead of SQLite when this is set (test/postgres/suites.test.ts sets it). */
+export const ON_POSTGRES = process.env.CITYGATE_TEST_DIALECT === 'postgres';
+
+const HOW = 'set CITYGATE_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test (as .ci/run does) to run them';
+
+let reachable: Promise<string | false> | null = null;
+
+/** False when PostgreSQL tests can run, else the one line that says why they are skipped and how to run them. */
+export function pgSkipReason(): Promise<string | false> {
+  reachable ??= (async () => {
+    if (!TEST_PG_URL) return `PostgreSQL tests skipped: CITYGATE_TEST_DATABASE_URL is not set; ${HOW}`;
+    const c = new pg.Client({ connectionString: TEST_PG_URL, connectionTimeoutMillis: 3000 });
+    try {
+      await c.connect();
+      await c.query('SELECT 1');
+      return false;
+    } catch (e) {
+      return `PostgreSQL tests skipped: no server at ${TEST_PG_URL} (${(e as Error).message}); start it, or unset CITYGATE_TEST_DATABASE_URL`;
+    } finally {
+      await c.end().catch(() => {});
+    }
+  })();
+  return reachable;
+}
+
+/** The URL of another database on the same server. */
+export function databaseUrl(name: string): string {
+  const u = new URL(TEST_PG_URL);
+  u.pathname = `/${name}`;
+  return u.toString();
+}
+
+const created = new Set<string>();
+process.once('exit', () => {
+  if (created.size === 0) return;
+  // 'exit' handlers cannot wait: drop the databases from a short child process.
+  const script = `import pg from 'pg';
+    const c = new pg.Client({ connectionString: process.argv[1] });
+    await c.connect();
+    for (const n of process.argv.slice(2)) await c.query('DROP DATABASE IF EXISTS "' + n + '" WITH (FORCE)').catch(() => {});
+    await c.end();`;
+  spawnSync(process.execPath, ['--input-type=module', '-e', script, TEST_PG_URL, ...created], { stdio: 'ignore', timeout: 20_000, cwd: import.meta.dirname });
+});
+
+/** Creates an empty database for one test (dropped at exit, or by the returned drop()). */
+export async function createTestDatabase(): Promise<{ name: string; url: string; drop(): Promise<void> }> {
+  const name = `citygate_t_${randomBytes(6).toString('hex')}`;
+  await admin(`CREATE DATABASE "${name}" TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'`);
+  created.add(name);
+  return {
+    name,
+    url: databaseUrl(name),
+    async drop() {
+      await admin(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+      created.delete(name);
+    },
+  };
+}
+
+async function admin(text: string): Promise<void> {
+  const c = new pg.Client({ connectionString: TEST_PG_URL });
+  await c.connect();
+  try {
+    await c.query(text);
+  } finally {
+    await c.end();
+  }
+}
