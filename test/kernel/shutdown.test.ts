@@ -3,10 +3,11 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { startGateway } from '../helpers/gateway.ts';
 import { client } from '../helpers/http.ts';
+import { until } from '../helpers/wait.ts';
 import { startOpenAIStub } from '../stubs/openai.ts';
 
 test('SIGTERM lets an in-flight request finish, refuses new connections, and exits 0', async () => {
-  const stub = await startOpenAIStub({ slowMs: 1200 });
+  const stub = await startOpenAIStub({ slowMs: 3000 });
   const gw = await startGateway({
     env: { TEXTPROVIDER_API_KEY: 'sk-stub', TEXTPROVIDER_BASE_URL: stub.url, TEXTPROVIDER_MODELS: 'stub-slow' },
   });
@@ -19,8 +20,8 @@ test('SIGTERM lets an in-flight request finish, refuses new connections, and exi
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'stub-slow', messages: [{ role: 'user', content: 'wait for me' }] }),
     });
-    await new Promise((r) => setTimeout(r, 300)); // the request has reached the upstream
-    assert.equal(stub.requestCount, 1);
+    // SIGTERM only once the request has reached the upstream (it then waits 3 s there).
+    await until('the request to reach the upstream', () => stub.requestCount === 1, 30_000);
     const exited = gw.stop('SIGTERM');
     const res = await inFlight;
     assert.equal(res.status, 200);
