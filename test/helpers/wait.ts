@@ -11,3 +11,13 @@ export async function until<T>(what: string, fn: () => Promise<T | null | undefi
     await sleep(25);
   }
 }
+
+/**
+ * Waits until the UTC day is at least `marginMs` away from its end, so the records a test is
+ * about to write all fall on one day. Tests then read that day from the records themselves.
+ */
+export async function awayFromMidnight(marginMs = 120_000): Promise<void> {
+  const now = Date.now();
+  const left = 86_400_000 - (now % 86_400_000);
+  if (left < marginMs) await sleep(left + 1000);
+}
