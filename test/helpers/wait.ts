@@ -1,8 +1,12 @@
 // Polling for what a test waits on (background writes, jobs, sweeps).
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Polls `fn` until it returns a truthy value; throws naming `what` after `timeoutMs`. */
-export async function until<T>(what: string, fn: () => Promise<T | null | undefined | false> | T, timeoutMs = 10_000): Promise<T> {
+/**
+ * Polls `fn` until it returns a truthy value; throws naming `what` after `timeoutMs`. The
+ * default deadline is generous: it only bounds a test that would otherwise hang, and a loaded
+ * machine (two cores, several suites at once) must not turn a slow event into a failure.
+ */
+export async function until<T>(what: string, fn: () => Promise<T | null | undefined | false> | T, timeoutMs = 60_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();
