@@ -42,7 +42,7 @@ export async function startNodeServer(
   const logger = opts.logger ?? jsonLogger(lines!.write);
   const project = await loadProjectConfig();
   const http = undiciHttp();
-  const jobs = new NodeJobRunner(db, logger);
+  const jobs = new NodeJobRunner(db, logger, { leaseMs: config.jobLeaseMs });
   const gateway = createGateway({
     db,
     services: selectServices(config.services),
