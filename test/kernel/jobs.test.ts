@@ -104,7 +104,7 @@ test('SIGKILL mid-job: the next boot takes the job over once its lease expires, 
     // A crash: no graceful stop, so the lease is not handed back.
     assert.equal(await w.gw.stop('SIGKILL'), null);
     w.gw = await w.gw.restart();
-    const again = await until('the new process to call the upstream again', () => upstream() === 2 && Date.now());
+    const again = await until('the new process to call the upstream again', () => (upstream() === 2 ? Date.now() : 0));
     assert.ok(again >= row.locked_until, `taken over ${row.locked_until - again} ms before the lease expired`);
     const done = await until('the job to finish after the restart', async () => {
       const r = await client(w.gw.url, w.alice).post('/v1/ai/image/result', { job_id: c.body.job_id });
