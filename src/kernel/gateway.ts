@@ -161,6 +161,14 @@ export function createGateway(opts: GatewayOptions): Gateway {
     });
   });
 
+  // Before CORS: a preflight answered by the CORS middleware must see a fresh env too
+  // (CORS_ORIGINS changed by another process), not a snapshot only other requests refresh.
+  app.use('*', async (_c, next) => {
+    await init();
+    await env.fresh();
+    await next();
+  });
+
   const corsMiddleware = cors({
       origin: (origin) => {
         const allowed = env.get('CORS_ORIGINS');
@@ -175,12 +183,6 @@ export function createGateway(opts: GatewayOptions): Gateway {
   // Only browsers need CORS, and they always send Origin: other callers skip the middleware
   // (it touches c.res before the handler, which makes Hono copy every response).
   app.use('*', (c, next) => (c.req.header('origin') ? corsMiddleware(c, next) : next()));
-
-  app.use('*', async (_c, next) => {
-    await init();
-    await env.fresh();
-    await next();
-  });
 
   app.get('/', (c) =>
     c.json({ name: config.name, version: config.version, ok: true, health: '/health', docs: '/docs' }),
