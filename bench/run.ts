@@ -3,7 +3,7 @@
 //
 // Env: BENCH_DURATION (s per case, default 10), BENCH_CONNECTIONS (default 50),
 //      BENCH_WARMUP (s of unrecorded load before each case, default 2),
-//      BENCH_TARGETS (default "direct,citygate,portkey"), BENCH_MODES (default "json,stream"),
+//      BENCH_TARGETS (default "direct,citygate,citygate-free,portkey"; citygate is charged), BENCH_MODES (default "json,stream"),
 //      BENCH_MODEL (default "gpt-4o-mini"), BENCH_PORTKEY_PRELOAD=0 (no streaming workaround).
 import { rmSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
@@ -35,6 +35,16 @@ const modes = envList("BENCH_MODES", ["json", "stream"]) as Mode[];
 const targetNames = envList("BENCH_TARGETS", TARGETS.map((t) => t.name));
 for (const m of modes) if (m !== "json" && m !== "stream") throw new Error(`BENCH_MODES: unknown mode ${m}`);
 for (const t of targetNames) if (!TARGETS.some((x) => x.name === t)) throw new Error(`BENCH_TARGETS: unknown target ${t}`);
+
+/** The ratios the report prints: charged vs free, each vs Portkey, and vs the direct call. */
+const RATIOS: [string, string][] = [
+  ["citygate", "citygate-free"],
+  ["citygate", "portkey"],
+  ["citygate-free", "portkey"],
+  ["citygate", "direct"],
+  ["citygate-free", "direct"],
+  ["portkey", "direct"],
+];
 
 const USER_TEXT = "Reply with a short friendly greeting for the benchmark please";
 const EXPECTED_REPLY = `Hello from stub: ${USER_TEXT}`;
@@ -150,7 +160,18 @@ async function main(): Promise<number> {
     }
 
     const mem = memoryOf(running.process.pid);
-    summaries.push({ name: target.name, status: targetOk ? "ran" : "failed", reason: targetOk ? undefined : "preflight failed", notes: running.notes, peakRssMb: mem?.peakRssMb, rssMb: mem?.rssMb });
+    const notes = [...running.notes];
+    if (targetOk && running.check) {
+      try {
+        notes.push(await running.check());
+      } catch (err) {
+        failed = true;
+        targetOk = false;
+        notes.push((err as Error).message);
+      }
+      log(`${target.name}: ${notes[notes.length - 1]}`);
+    }
+    summaries.push({ name: target.name, status: targetOk ? "ran" : "failed", reason: targetOk ? undefined : notes[notes.length - 1], notes, peakRssMb: mem?.peakRssMb, rssMb: mem?.rssMb });
     await running.stop();
   }
 
@@ -164,11 +185,9 @@ async function main(): Promise<number> {
     targets: summaries,
     cases,
     stub: { peakRssMb: stubMem?.peakRssMb },
-    ratios: {
-      "citygate/direct": computeRatios(cases, modes, "citygate", "direct"),
-      "citygate/portkey": computeRatios(cases, modes, "citygate", "portkey"),
-      "portkey/direct": computeRatios(cases, modes, "portkey", "direct"),
-    },
+    ratios: Object.fromEntries(
+      RATIOS.map(([num, den]) => [`${num}/${den}`, computeRatios(cases, modes, num, den)]),
+    ),
   };
   console.log("\n" + renderReport(report));
   const file = writeReport(fileURLToPath(new URL("./results", import.meta.url)), report);

@@ -26,6 +26,8 @@ export type RunningTarget = {
   process: ServerProcess;
   /** Facts worth printing with the results (versions, workarounds). */
   notes: string[];
+  /** A check after the target's cases (the charged target's money check): a line for the report, or throws. */
+  check?: () => Promise<string>;
   stop(): Promise<void>;
 };
 
@@ -54,10 +56,10 @@ export const direct: Target = {
   },
 };
 
-// ---- (b) citygate ------------------------------------------------------------------------
+// ---- (b) citygate, charged (the default) and free ---------------------------------------
 //
-// The citygate target: the real server with the stock services (auth, balance and usage on), a
-// city and a user token made through the admin API, the load on /v1/ai/chat/completions.
+// The real server with the stock services (auth, balance and usage on), a city and a user
+// token made through the admin API, the load on /v1/ai/chat/completions.
 //
 // How it runs: `node src/cli/main.ts serve` in its own process with
 //   HOST=127.0.0.1, PORT=<free port>, DATABASE_PATH=<temp dir>/citygate.sqlite,
@@ -67,22 +69,56 @@ export const direct: Target = {
 // then, as admin: POST /v1/cities/create {name} → {city_id};
 //                 POST /v1/cities/tokens/apply {city_id, user_id} → {user_token};
 // and the load goes to POST /v1/ai/chat/completions with Authorization: Bearer <user_token>.
+//
+// `citygate` is what a product that charges its users runs: the model is priced
+// (MODEL_PRICES) and the user funded (balance/adjust), so every call takes a credit hold and
+// settles it. After its cases the harness checks the money: the balance must have dropped by
+// exactly the sum of the usage records' credits. `citygate-free` is the same server with the
+// model unpriced and the user unfunded: no hold, no settle.
 
 const CITYGATE_ENTRY = join(REPO_ROOT, "src/cli/main.ts");
 const CITYGATE_CHAT_PATH = "/v1/ai/chat/completions";
 const CITYGATE_READY_PATH = "/health";
+/** The charged target's price: gpt-4o-mini's list price in credits (1 USD = 1,000,000). */
+export const BENCH_PRICE = { input_per_mtok: 150_000, output_per_mtok: 600_000 };
+/** What the charged target's user is granted: far more than any run spends. */
+export const BENCH_GRANT = 1_000_000_000_000;
 
-export type CitygateSession = { cityId: string; userToken: string };
+export type CitygateSession = { cityId: string; userId: string; userToken: string };
 
-/** The admin calls that give the bench a city and a user token. Adjust here if the API changes. */
-export async function citygateSetup(origin: string, adminKey: string): Promise<CitygateSession> {
+/** The admin calls that give the bench a city and a user token (and credits, when charged). */
+export async function citygateSetup(origin: string, adminKey: string, charged: boolean): Promise<CitygateSession> {
   const city = await postJson<{ city_id: string }>(`${origin}/v1/cities/create`, adminKey, { name: "bench" });
-  const token = await postJson<{ user_token: string }>(`${origin}/v1/cities/tokens/apply`, adminKey, {
-    city_id: city.city_id,
-    user_id: "bench-user",
-  });
-  // If chat completions need credits by then, give the bench user a balance here.
-  return { cityId: city.city_id, userToken: token.user_token };
+  const userId = "bench-user";
+  const token = await postJson<{ user_token: string }>(`${origin}/v1/cities/tokens/apply`, adminKey, { city_id: city.city_id, user_id: userId });
+  if (charged) {
+    await postJson(`${origin}/v1/balance/adjust`, adminKey, {
+      city_id: city.city_id,
+      user_id: userId,
+      credits: BENCH_GRANT,
+      reason: "bench grant",
+      idempotency_key: "bench-grant",
+    });
+  }
+  return { cityId: city.city_id, userId, userToken: token.user_token };
+}
+
+/**
+ * The money check of a charged run: balance drop = Σ usage credits, and at least one credit
+ * was charged. Waits for in-flight settles and the usage buffer's flush (a few hundred ms).
+ */
+async function moneyCheck(origin: string, adminKey: string, s: CitygateSession): Promise<string> {
+  const deadline = Date.now() + 15_000;
+  let last = "";
+  for (;;) {
+    const bal = await getJson<{ items: { credits: number }[] }>(`${origin}/v1/balance/list?city_id=${encodeURIComponent(s.cityId)}`, adminKey);
+    const sum = await getJson<{ totals: { calls: number; credits: number } }>(`${origin}/v1/usage/summary?city_id=${encodeURIComponent(s.cityId)}`, adminKey);
+    const drop = BENCH_GRANT - (bal.items[0]?.credits ?? 0);
+    last = `balance dropped by ${drop} credits; usage records: ${sum.totals.calls} calls, ${sum.totals.credits} credits`;
+    if (drop === sum.totals.credits && drop > 0) return `money check ok: ${last}`;
+    if (Date.now() > deadline) throw new Error(`money check FAILED: ${last}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
 }
 
 /** The admin key as citygate stores it, for when GATEWAY_ADMIN_SECRET_KEY in the env is not honoured. */
@@ -97,64 +133,71 @@ export async function readAdminKeyFromDb(databasePath: string): Promise<string |
   }
 }
 
-export const citygate: Target = {
-  name: "citygate",
-  description: "citygate (node src/cli/main.ts serve) → stub",
-  async start({ stub, model }) {
-    if (!existsSync(CITYGATE_ENTRY)) {
-      return { skipped: "src/cli/main.ts does not exist yet; the citygate target is a hook in bench/targets.ts" };
-    }
-    const dir = mkdtempSync(join(tmpdir(), "citygate-bench-"));
-    const databasePath = join(dir, "citygate.sqlite");
-    const port = await freePort();
-    const origin = `http://127.0.0.1:${port}`;
-    let adminKey = `bench-admin-${crypto.randomUUID()}`;
-    const proc = await spawnServer({
-      name: "citygate",
-      args: [CITYGATE_ENTRY, "serve"],
-      cwd: dir,
-      env: {
-        NODE_ENV: "production",
-        HOST: "127.0.0.1",
-        PORT: String(port),
-        DATABASE_PATH: databasePath,
-        GATEWAY_ADMIN_SECRET_KEY: adminKey,
-        TEXTPROVIDER_API_KEY: stub.apiKey,
-        TEXTPROVIDER_BASE_URL: stub.url,
-        TEXTPROVIDER_MODELS: model,
-      },
-      ready: () => answersHttp(origin + CITYGATE_READY_PATH),
-    });
-    const stop = async () => {
-      await proc.stop();
-      rmSync(dir, { recursive: true, force: true });
-    };
-    try {
-      let session: CitygateSession;
-      try {
-        session = await citygateSetup(origin, adminKey);
-      } catch (err) {
-        // the env key may not be honoured: try the one citygate generated into its database
-        const fromDb = existsSync(databasePath) ? await readAdminKeyFromDb(databasePath).catch(() => undefined) : undefined;
-        if (!fromDb || fromDb === adminKey) throw err;
-        adminKey = fromDb;
-        session = await citygateSetup(origin, adminKey);
+function citygateTarget(name: string, charged: boolean): Target {
+  return {
+    name,
+    description: charged ? "citygate → stub, priced model, funded user (billing on)" : "citygate → stub, unpriced model (no billing)",
+    async start({ stub, model }) {
+      if (!existsSync(CITYGATE_ENTRY)) {
+        return { skipped: "src/cli/main.ts does not exist yet; the citygate target is a hook in bench/targets.ts" };
       }
-      return {
-        name: "citygate",
-        chatUrl: origin + CITYGATE_CHAT_PATH,
-        headers: { authorization: `Bearer ${session.userToken}` },
-        process: proc,
-        notes: [`city ${session.cityId}`],
-        stop,
+      const dir = mkdtempSync(join(tmpdir(), "citygate-bench-"));
+      const databasePath = join(dir, "citygate.sqlite");
+      const port = await freePort();
+      const origin = `http://127.0.0.1:${port}`;
+      let adminKey = `bench-admin-${crypto.randomUUID()}`;
+      const proc = await spawnServer({
+        name,
+        args: [CITYGATE_ENTRY, "serve"],
+        cwd: dir,
+        env: {
+          NODE_ENV: "production",
+          HOST: "127.0.0.1",
+          PORT: String(port),
+          DATABASE_PATH: databasePath,
+          GATEWAY_ADMIN_SECRET_KEY: adminKey,
+          TEXTPROVIDER_API_KEY: stub.apiKey,
+          TEXTPROVIDER_BASE_URL: stub.url,
+          TEXTPROVIDER_MODELS: model,
+          ...(charged ? { MODEL_PRICES: JSON.stringify({ [model]: BENCH_PRICE }) } : {}),
+        },
+        ready: () => answersHttp(origin + CITYGATE_READY_PATH),
+      });
+      const stop = async () => {
+        await proc.stop();
+        rmSync(dir, { recursive: true, force: true });
       };
-    } catch (err) {
-      const tail = proc.logTail();
-      await stop();
-      throw new Error(`citygate setup failed: ${(err as Error).message}${tail ? `\n--- citygate output ---\n${tail}` : ""}`);
-    }
-  },
-};
+      try {
+        let session: CitygateSession;
+        try {
+          session = await citygateSetup(origin, adminKey, charged);
+        } catch (err) {
+          // the env key may not be honoured: try the one citygate generated into its database
+          const fromDb = existsSync(databasePath) ? await readAdminKeyFromDb(databasePath).catch(() => undefined) : undefined;
+          if (!fromDb || fromDb === adminKey) throw err;
+          adminKey = fromDb;
+          session = await citygateSetup(origin, adminKey, charged);
+        }
+        return {
+          name,
+          chatUrl: origin + CITYGATE_CHAT_PATH,
+          headers: { authorization: `Bearer ${session.userToken}` },
+          process: proc,
+          notes: [charged ? `city ${session.cityId}, model priced ${JSON.stringify(BENCH_PRICE)}, user funded` : `city ${session.cityId}, model unpriced`],
+          check: charged ? () => moneyCheck(origin, adminKey, session) : undefined,
+          stop,
+        };
+      } catch (err) {
+        const tail = proc.logTail();
+        await stop();
+        throw new Error(`citygate setup failed: ${(err as Error).message}${tail ? `\n--- citygate output ---\n${tail}` : ""}`);
+      }
+    },
+  };
+}
+
+export const citygate = citygateTarget("citygate", true);
+export const citygateFree = citygateTarget("citygate-free", false);
 
 // ---- (c) Portkey's open-source gateway ---------------------------------------------------
 //
@@ -204,7 +247,14 @@ export const portkey: Target = {
   },
 };
 
-export const TARGETS: Target[] = [direct, citygate, portkey];
+export const TARGETS: Target[] = [direct, citygate, citygateFree, portkey];
+
+async function getJson<T>(url: string, bearer: string): Promise<T> {
+  const res = await fetch(url, { headers: { authorization: `Bearer ${bearer}` } });
+  const text = await res.text();
+  if (!res.ok) throw new Error(`GET ${new URL(url).pathname} → ${res.status}: ${text.slice(0, 500)}`);
+  return JSON.parse(text) as T;
+}
 
 async function postJson<T>(url: string, bearer: string, body: unknown): Promise<T> {
   const res = await fetch(url, {
