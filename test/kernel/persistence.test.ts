@@ -60,8 +60,11 @@ test('GATEWAY_ADMIN_SECRET_KEY from the process environment seeds the first boot
 
 test('four gateways booted at once on one new database: one admin key, one active signing key', async () => {
   const dir = tempDir();
-  const gws = await Promise.all([1, 2, 3, 4].map(() => startGateway({ dir })));
+  // Settled, not all: if one fails to boot, the others are still stopped below.
+  const started = await Promise.allSettled([1, 2, 3, 4].map(() => startGateway({ dir })));
+  const gws = started.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
   try {
+    for (const r of started) if (r.status === 'rejected') throw r.reason;
     const db = new DatabaseSync(join(dir, 'citygate.sqlite'), { readOnly: true });
     const keys = db.prepare(`SELECT value FROM env WHERE key = 'GATEWAY_ADMIN_SECRET_KEY'`).all();
     const active = db.prepare(`SELECT kid FROM signing_keys WHERE status = 'active'`).all();

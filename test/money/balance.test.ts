@@ -19,7 +19,7 @@ before(async () => {
   carol = client(gw.url, await cityWithUser(admin, 'bal-a', 'carol'));
   bob = client(gw.url, await cityWithUser(admin, 'bal-b', 'bob'));
 });
-after(() => gw.stop());
+after(() => gw?.stop());
 
 test('a new user sees the starting grant, once, even on concurrent first calls', async () => {
   const rs = await Promise.all(Array.from({ length: 10 }, () => alice.get('/v1/balance/me')));
