@@ -284,10 +284,11 @@ export async function usageCommand(args: string[]): Promise<number> {
   const items = r.items as Record<string, unknown>[];
   o.write(
     table(
-      items.map((x) => ({ ...x, created_at: String(x.created_at).replace('T', ' ').replace(/\.\d+Z$/, 'Z'), status: x.error_code ? `${x.status} (${x.error_code})` : x.status, credits: count(x.credits as number) })),
+      items.map((x) => ({ ...x, created_at: String(x.created_at).replace('T', ' ').replace(/\.\d+Z$/, 'Z'), status: x.error_code ? `${x.status} (${x.error_code})` : x.status, credits: `${x.estimated ? '~' : ''}${count(x.credits as number)}` })),
       [['created_at', 'TIME'], ['city_id', 'CITY'], ['user_id', 'USER'], 'model', 'mode', 'status', ['input_tokens', 'INPUT'], ['output_tokens', 'OUTPUT'], 'credits', ['duration_ms', 'MS']],
     ),
   );
+  if (items.some((x) => x.estimated)) o.line('~ estimated: the upstream reported no usage (docs/money.md, Estimates)');
   if (r.next_cursor) o.line(`more: citygate usage list … --cursor ${r.next_cursor}`);
   return 0;
 }

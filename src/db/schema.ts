@@ -173,6 +173,10 @@ export interface PaymentsTable {
   credit_entry: string | null;
   event_id: string | null;
   amount_paid: number | null;
+  /** Credits actually credited (≤ credits: an underpaid checkout is credited pro rata). */
+  credited: number | null;
+  /** Minor units of the price that were not paid (> 0 only for an underpaid checkout). */
+  shortfall: number | null;
   error: string | null;
   created_at: number;
   updated_at: number;
@@ -209,6 +213,8 @@ export interface UsageTable {
   credits: number;
   duration_ms: number;
   created_at: number;
+  /** 1 when the upstream reported no usage and the tokens are citygate's estimate. */
+  estimated: Generated<number>;
 }
 
 export interface UsageDailyTable {

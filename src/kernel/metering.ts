@@ -49,6 +49,8 @@ export interface MeterRecord extends Measured {
   mode: string;
   status: 'ok' | 'error' | 'aborted';
   error_code?: string;
+  /** The upstream reported no usage: the measured fields are the documented estimate. */
+  estimated?: boolean;
   credits: number;
   duration_ms: number;
   created_at: number;

@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { client, errorOf } from '../helpers/http.ts';
+import { until } from '../helpers/wait.ts';
 import { RICH_USERS, startAiWorld, tokenFor, type AiWorld } from './setup.ts';
 import { MP4_BYTES, PNG_BYTES } from '../stubs/openai-media.ts';
 
@@ -16,14 +17,34 @@ const alice = () => client(w.gw.url, w.alice);
 const openaiKey = () => w.admin.post('/v1/env/upsert', { key: 'OPENAI_API_KEY', value: 'sk-stub' });
 const bob = () => client(w.gw.url, w.bob);
 
-async function waitJob(c: ReturnType<typeof client>, path: string, jobId: string, ms = 8000) {
+/** Polls a job until it ends; fails loudly (with its last state) if it does not within `ms`. */
+async function waitJob(c: ReturnType<typeof client>, path: string, jobId: string, ms = 60_000) {
   const end = Date.now() + ms;
   for (;;) {
     const r = await c.post(path, { job_id: jobId });
     assert.equal(r.status, 200, r.text);
-    if (r.body.status === 'succeeded' || r.body.status === 'failed' || Date.now() > end) return r.body;
+    if (r.body.status === 'succeeded' || r.body.status === 'failed') return r.body;
+    if (Date.now() > end) assert.fail(`job ${jobId} did not finish within ${ms} ms: ${JSON.stringify(r.body)}`);
     await new Promise((res) => setTimeout(res, 50));
   }
+}
+
+/** A user of city `money` whose balance is exactly `credits` (every new user starts rich here). */
+async function userWith(userId: string, credits: number) {
+  const token = await tokenFor(w.admin, 'money', userId);
+  const u = client(w.gw.url, token);
+  const have = (await u.get('/v1/balance/me')).body.credits as number;
+  const r = await w.admin.post('/v1/balance/adjust', { city_id: 'money', user_id: userId, credits: credits - have, reason: 'test', idempotency_key: `set-${userId}` });
+  assert.equal(r.status, 200, r.text);
+  assert.equal((await u.get('/v1/balance/me')).body.credits, credits);
+  return { token, u, balance: async () => (await u.get('/v1/balance/me')).body.credits as number };
+}
+const upstreamCalls = (path: string) => w.stub.requests.filter((r) => r.path === path).length;
+async function onlyRecord(u: ReturnType<typeof client>) {
+  let items: any[] = [];
+  await until('the usage record', async () => (items = (await u.get('/v1/usage/me')).body.items).length > 0, 30_000);
+  assert.equal(items.length, 1, JSON.stringify(items));
+  return items[0];
 }
 
 describe('catalog', () => {
@@ -95,23 +116,35 @@ describe('image jobs', () => {
     assert.equal(unknown.status, 404);
   });
 
-  test('a gateway restarted mid-job finishes it', async () => {
+  test('a gateway restarted mid-job finishes it, charged once', async () => {
     await openaiKey();
-    const c = await alice().post('/v1/ai/image/create', { model: 'slow-image', prompt: 'a slow snail' });
+    await w.admin.post('/v1/env/upsert', { key: 'MODEL_PRICES', value: JSON.stringify({ 'slow-image': { per_image: 5000 } }) });
+    const p = await userWith('snail', 12_000);
+    const calls0 = w.stub.requests.filter((r) => r.path === '/v1/images/generations' && (r.body as any)?.model === 'stub-slow').length;
+    const c = await p.u.post('/v1/ai/image/create', { model: 'slow-image', prompt: 'a slow snail' });
     assert.equal(c.status, 200, c.text);
+    assert.equal(await p.balance(), 7_000, 'one image held');
     // Wait until the runner has sent the request upstream, then restart mid-call.
-    const end = Date.now() + 3000;
-    while (!w.stub.requests.some((r) => r.path === '/v1/images/generations' && (r.body as any)?.model === 'stub-slow') && Date.now() < end) {
-      await new Promise((r) => setTimeout(r, 20));
-    }
-    const mid = await alice().post('/v1/ai/image/result', { job_id: c.body.job_id });
+    const slowCalls = () => w.stub.requests.filter((r) => r.path === '/v1/images/generations' && (r.body as any)?.model === 'stub-slow').length - calls0;
+    await until('the upstream call', () => slowCalls() === 1, 30_000);
+    const mid = await p.u.post('/v1/ai/image/result', { job_id: c.body.job_id });
     assert.equal(mid.body.status, 'running');
     w.gw = await w.gw.restart();
     w.admin = client(w.gw.url, w.gw.adminKey);
-    const done = await waitJob(client(w.gw.url, w.alice), '/v1/ai/image/result', c.body.job_id, 10_000);
+    const u2 = client(w.gw.url, p.token);
+    const done = await waitJob(u2, '/v1/ai/image/result', c.body.job_id);
     assert.equal(done.status, 'succeeded', JSON.stringify(done));
+    assert.equal(done.images.length, 1);
     const f = await fetch(done.images[0].url);
     assert.equal(f.status, 200);
+    // the graceful stop cancelled the first upstream call; the restarted runner made one more
+    assert.equal(slowCalls(), 2);
+    assert.equal((await u2.get('/v1/balance/me')).body.credits, 7_000, 'charged one image, once');
+    const rec = await onlyRecord(u2);
+    assert.deepEqual([rec.mode, rec.status, rec.images, rec.credits], ['image', 'ok', 1, 5000]);
+    const ledger = (await w.admin.get('/v1/balance/ledger?city_id=money&user_id=snail&limit=50')).body.items.map((e: any) => [e.kind, e.credits]);
+    assert.deepEqual(ledger.filter(([k]: [string]) => k !== 'grant' && k !== 'adjust').sort(), [['hold', -5000], ['settle', 0]]);
+    await w.admin.post('/v1/env/remove', { key: 'MODEL_PRICES' });
   });
 
   test('bad input → 400', async () => {
@@ -192,6 +225,96 @@ describe('another city', () => {
     const t = await tokenFor(w.admin, 'city-c', 'carol');
     const r = await client(w.gw.url, t).get('/v1/ai/models');
     assert.equal(r.status, 200);
-    assert.ok(r.body.items.length > 0);
+    const mine = await client(w.gw.url, w.alice).get('/v1/ai/models');
+    assert.ok(mine.body.items.length > 5, 'a real catalog');
+    assert.deepEqual(r.body.items, mine.body.items);
+  });
+});
+
+describe('media money', () => {
+  // Stock prices: gpt-image-1 42,000 per image; tts-1 15 per character; whisper-1 100 per
+  // second; stub-video (citygate.config.ts) 100,000 per second.
+  test('image: the exact charge per image; short of credits → 402 before the upstream', async () => {
+    await openaiKey();
+    const p = await userWith('painter', 100_000);
+    const c = await p.u.post('/v1/ai/image/create', { model: 'openai/gpt-image-1', prompt: 'a red fox', n: 2 });
+    assert.equal(c.status, 200, c.text);
+    assert.equal((await waitJob(p.u, '/v1/ai/image/result', c.body.job_id)).status, 'succeeded');
+    await until('the charge', async () => (await p.balance()) === 16_000, 30_000);
+    const rec = await onlyRecord(p.u);
+    assert.deepEqual([rec.mode, rec.status, rec.images, rec.credits], ['image', 'ok', 2, 84_000]);
+
+    const poor = await userWith('poor-painter', 83_999);
+    const before = upstreamCalls('/v1/images/generations');
+    const r = await poor.u.post('/v1/ai/image/create', { model: 'openai/gpt-image-1', prompt: 'a red fox', n: 2 });
+    assert.equal(r.status, 402);
+    assert.equal(errorOf(r).code, 'insufficient_credits');
+    await new Promise((res) => setTimeout(res, 300));
+    assert.equal(upstreamCalls('/v1/images/generations'), before, 'the upstream was not called');
+    assert.equal(await poor.balance(), 83_999);
+  });
+
+  test('video: the exact charge per second; short of credits → 402 before the upstream', async () => {
+    await openaiKey();
+    const p = await userWith('director', 500_000);
+    const c = await p.u.post('/v1/ai/video', { model: 'stub-video', prompt: 'waves', seconds: 4 });
+    assert.equal(c.status, 200, c.text);
+    assert.equal((await waitJob(p.u, '/v1/ai/video', c.body.job_id)).status, 'succeeded');
+    await until('the charge', async () => (await p.balance()) === 100_000, 30_000);
+    const rec = await onlyRecord(p.u);
+    assert.deepEqual([rec.mode, rec.status, rec.seconds, rec.credits], ['video', 'ok', 4, 400_000]);
+
+    // no seconds given: held for the default 4 s, and the upstream is asked for exactly those
+    const d = await userWith('default-director', 400_000);
+    const c2 = await d.u.post('/v1/ai/video', { model: 'stub-video', prompt: 'default length' });
+    assert.equal(c2.status, 200, c2.text);
+    assert.equal((await waitJob(d.u, '/v1/ai/video', c2.body.job_id)).status, 'succeeded');
+    const sent = w.stub.requests.filter((r) => r.path === '/v1/videos' && (r.body as any)?.prompt === 'default length');
+    assert.deepEqual(sent.map((r) => (r.body as any).seconds), ['4']);
+    await until('the charge', async () => (await d.balance()) === 0, 30_000);
+
+    const poor = await userWith('poor-director', 399_999);
+    const before = upstreamCalls('/v1/videos');
+    const r = await poor.u.post('/v1/ai/video', { model: 'stub-video', prompt: 'waves', seconds: 4 });
+    assert.equal(r.status, 402);
+    assert.equal(errorOf(r).code, 'insufficient_credits');
+    await new Promise((res) => setTimeout(res, 300));
+    assert.equal(upstreamCalls('/v1/videos'), before, 'the upstream was not called');
+    assert.equal(await poor.balance(), 399_999);
+  });
+
+  test('tts: the exact charge per character; short of credits → 402 before the upstream', async () => {
+    await openaiKey();
+    const p = await userWith('speaker', 1000);
+    const r = await p.u.post('/v1/ai/tts', { model: 'openai/tts-1', text: 'hello world' }); // 11 characters
+    assert.equal(r.status, 200);
+    assert.equal(await p.balance(), 1000 - 11 * 15);
+    const rec = await onlyRecord(p.u);
+    assert.deepEqual([rec.mode, rec.status, rec.input_tokens, rec.credits], ['tts', 'ok', 11, 165]);
+
+    const poor = await userWith('poor-speaker', 164);
+    const before = upstreamCalls('/v1/audio/speech');
+    const no = await poor.u.post('/v1/ai/tts', { model: 'openai/tts-1', text: 'hello world' });
+    assert.equal(no.status, 402);
+    assert.equal(upstreamCalls('/v1/audio/speech'), before, 'the upstream was not called');
+    assert.equal(await poor.balance(), 164);
+  });
+
+  test('asr: held for the worst case (1 s per 1,000 bytes), charged the measured seconds; short → 402 before the upstream', async () => {
+    await openaiKey();
+    const audio = Buffer.from(new Uint8Array(64_000).fill(7)).toString('base64'); // 2 s at the stub's 32,000 bytes/s
+    const p = await userWith('listener', 10_000);
+    const r = await p.u.post('/v1/ai/asr', { model: 'openai/whisper-1', audio });
+    assert.equal(r.status, 200, r.text);
+    const rec = await onlyRecord(p.u);
+    assert.deepEqual([rec.mode, rec.status, rec.seconds, rec.credits], ['asr', 'ok', 2, 200]);
+    assert.equal(await p.balance(), 10_000 - 200);
+
+    const poor = await userWith('poor-listener', 64 * 100 - 1); // the hold is 64 s × 100
+    const before = upstreamCalls('/v1/audio/transcriptions');
+    const no = await poor.u.post('/v1/ai/asr', { model: 'openai/whisper-1', audio });
+    assert.equal(no.status, 402);
+    assert.equal(upstreamCalls('/v1/audio/transcriptions'), before, 'the upstream was not called');
+    assert.equal(await poor.balance(), 6399);
   });
 });

@@ -11,7 +11,7 @@ import { until } from '../helpers/wait.ts';
 
 const STRIPE_WHSEC = 'whsec_citygate_edge';
 // A flat 1000 credits per call: the reservation equals the charge, so "covers N calls" is exact.
-const PRICES = { 'stub-model': { per_request: 1000 } };
+const PRICES = { 'stub-model': { per_request: 1000 }, 'stub-no-usage': { input_per_mtok: 1_000_000, output_per_mtok: 2_000_000 } };
 
 
 type Client = ReturnType<typeof client>;
@@ -28,7 +28,7 @@ before(async () => {
     vars: {
       TEXTPROVIDER_API_KEY: 'sk-stub',
       TEXTPROVIDER_BASE_URL: stub.url,
-      TEXTPROVIDER_MODELS: 'stub-model',
+      TEXTPROVIDER_MODELS: 'stub-model,stub-no-usage',
       MODEL_PRICES: JSON.stringify(PRICES),
       PAYMENT_A_SECRET_KEY: stripe.apiKey,
       PAYMENT_A_WEBHOOK_SECRET: STRIPE_WHSEC,
@@ -226,5 +226,38 @@ describe('balance, payment and usage in workerd on D1', () => {
     assert.equal(s.body.totals.calls, 3);
     assert.equal(s.body.totals.credits, 3000);
     assert.deepEqual(s.body.items.map((x: { model: string }) => x.model), ['stub-model']);
+  });
+
+  test('an upstream that reports no usage: charged the documented estimate, the record marked estimated', async () => {
+    const u = await user('edge-estimate', 20_000); // the hold: 8,192 output tokens × 2 + input
+    const body = { model: 'stub-no-usage', messages: [{ role: 'user', content: 'one two' }] };
+    const r = await u.c.post('/v1/ai/chat/completions', body);
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.body.usage, undefined);
+    // input ⌈request bytes / 4⌉ at 1 credit, output ⌈reply bytes / 4⌉ at 2 credits
+    const input = Math.ceil(Buffer.byteLength(JSON.stringify(body)) / 4);
+    const output = Math.ceil(Buffer.byteLength('Hello from stub: one two') / 4);
+    const b = await until('the estimated record', async () => {
+      const x = await books('edge-estimate', u.id);
+      return x.usage.length === 1 ? x : null;
+    }, 30_000);
+    const rec = b.usage[0] as unknown as { estimated: boolean; input_tokens: number; output_tokens: number; credits: number };
+    assert.deepEqual([rec.estimated, rec.input_tokens, rec.output_tokens, rec.credits], [true, input, output, input + 2 * output]);
+    assert.equal(b.balance, 20_000 - input - 2 * output);
+    assert.equal(b.ledgerSum, b.balance);
+  });
+
+  test('an underpaid Stripe checkout is credited only what was paid; the admin sees the shortfall', async () => {
+    stripe.setWebhook(`${w.url}/v1/payment/webhook/a`); // the Worker may have been restarted on a new port
+    const u = await user('edge-underpaid');
+    const r = await u.c.post('/v1/payment/checkout', { method: 'a', credits: 2_000_000 });
+    assert.equal(r.status, 200, r.text);
+    const session = [...stripe.sessions.values()].find((s) => s.metadata.payment_id === r.body.payment_id)!;
+    const d = await stripe.deliverWebhook(stripe.completeSession(session.id, {}, { discount: 50 }));
+    assert.equal(d.status, 200, d.body);
+    assert.equal(JSON.parse(d.body).outcome, 'credited');
+    assert.equal((await u.c.get('/v1/balance/me')).body.credits, 1_500_000);
+    const p = (await admin.get('/v1/payment/payments?city_id=edge-underpaid')).body.items.find((x: { payment_id: string }) => x.payment_id === r.body.payment_id);
+    assert.deepEqual([p.status, p.amount, p.amount_paid, p.credited, p.shortfall], ['paid', 200, 150, 1_500_000, 50]);
   });
 });

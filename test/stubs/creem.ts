@@ -208,7 +208,8 @@ export async function startCreemStub(opts: CreemStubOptions = {}) {
     return out;
   }
 
-  function complete(id: string, buyer: { email?: string; name?: string; country?: string } = {}): CreemEvent {
+  /** `discount`: minor units off the price (a discount code): the order's amount_paid drops by it. */
+  function complete(id: string, buyer: { email?: string; name?: string; country?: string } = {}, opts: { discount?: number } = {}): CreemEvent {
     const checkout = checkouts.get(id);
     if (!checkout) throw new Error(`creem stub: no checkout ${id}`);
     if (checkout.status !== "pending") throw new Error(`creem stub: checkout ${id} is ${checkout.status}, not pending`);
@@ -226,6 +227,7 @@ export async function startCreemStub(opts: CreemStubOptions = {}) {
       mode: "test",
     };
     const amount = product.price * checkout.units;
+    const discount = Math.min(opts.discount ?? 0, amount);
     const order = {
       id: nextId("ord_", 22),
       customer: customerId,
@@ -234,9 +236,9 @@ export async function startCreemStub(opts: CreemStubOptions = {}) {
       currency: product.currency,
       sub_total: amount,
       tax_amount: 0,
-      discount_amount: 0,
-      amount_due: amount,
-      amount_paid: amount,
+      discount_amount: discount,
+      amount_due: amount - discount,
+      amount_paid: amount - discount,
       status: "paid",
       type: product.billing_type === "recurring" ? "recurring" : "onetime",
       transaction: nextId("tran_", 22),

@@ -33,6 +33,9 @@
 //   stub-400          → 400 context_length_exceeded (so does a chat prompt containing
 //                       TRIGGER_CONTEXT_LENGTH)
 //   stub-slow         → answers normally after opts.slowMs (default 3000 ms)
+//   stub-no-usage     → chat: answers normally but reports no usage (no `usage` in the JSON,
+//                       no usage event in a stream even with include_usage), like some
+//                       OpenAI-compatible servers
 //   stub-stream-slow  → chat: streams one chunk every opts.streamSlowMs (200 ms) for
 //                       opts.streamSlowChunks (20) content chunks "w1 w2 … w20"; without
 //                       stream: the same reply as JSON after chunks × streamSlowMs
@@ -159,6 +162,7 @@ const MODELS = [
   "stub-400",
   "stub-slow",
   "stub-stream-slow",
+  "stub-no-usage",
   "stub-video-fail",
 ];
 const MODELS_CREATED = 1_700_000_000;
@@ -279,9 +283,15 @@ export async function startOpenAIStub(opts: OpenAIStubOptions = {}): Promise<Ope
     const plan = planChat(body, messages, ctx.seq, slowStream ? streamSlowChunks : undefined);
     const id = `chatcmpl-stub${ctx.seq}`;
     const created = Math.floor(Date.now() / 1000);
-    if (!stream) return sendJson(ctx, 200, completionBody(plan, id, model, created));
+    const noUsage = model === "stub-no-usage";
+    if (!stream) {
+      const json = completionBody(plan, id, model, created);
+      if (!noUsage) return sendJson(ctx, 200, json);
+      const { usage: _, ...rest } = JSON.parse(json);
+      return sendJson(ctx, 200, JSON.stringify(rest));
+    }
 
-    const includeUsage = body.stream_options?.include_usage === true;
+    const includeUsage = body.stream_options?.include_usage === true && !noUsage;
     const events = streamEvents(plan, id, model, created, includeUsage);
     const res = ctx.res;
     if (res.destroyed) return;

@@ -332,10 +332,16 @@ export async function startStripeStub(opts: StripeStubOptions = {}) {
     return event;
   }
 
-  function complete(id: string, customer: { email?: string; name?: string } = {}): StripeEvent {
+  /** `discount`: minor units taken off at payment (a promotion code): amount_total drops by it, as Stripe reports. */
+  function complete(id: string, customer: { email?: string; name?: string } = {}, opts: { discount?: number } = {}): StripeEvent {
     const s = sessions.get(id);
     if (!s) throw new Error(`stripe stub: no checkout session ${id}`);
     if (s.status !== "open") throw new Error(`stripe stub: session ${id} is ${s.status}, not open`);
+    if (opts.discount && s.amount_total !== null) {
+      const off = Math.min(opts.discount, s.amount_total);
+      s.amount_total -= off;
+      s["total_details"] = { amount_discount: off, amount_shipping: 0, amount_tax: 0 };
+    }
     s.status = "complete";
     s.payment_status = s.mode === "setup" ? "no_payment_required" : "paid";
     s.url = null;

@@ -4,6 +4,7 @@ import kernel from './001_kernel.ts';
 import ai from './010_ai.ts';
 import accounts from './020_accounts.ts';
 import money from './030_money.ts';
+import moneyLeaks from './031_money_leaks.ts';
 
 export interface Migration {
   name: string;
@@ -15,4 +16,5 @@ export const migrations: Migration[] = [
   { name: '010_ai', statements: ai },
   { name: '020_accounts', statements: accounts },
   { name: '030_money', statements: money },
+  { name: '031_money_leaks', statements: moneyLeaks },
 ];

@@ -18,6 +18,8 @@ import { getJob, getOwnedJob, insertJob, updateJob, type JobRow } from './store.
 import { deadline, toGatewayError } from './upstream-errors.ts';
 
 export const SERVICE = 'ai';
+/** Seconds of a video when the request names none (OpenAI's default for sora-2). */
+export const DEFAULT_VIDEO_SECONDS = 4;
 const size = z.string().regex(/^\d{2,5}x\d{2,5}$/, 'WIDTHxHEIGHT, e.g. 1024x1024');
 
 export const imageCreateInput = z.object({
@@ -138,8 +140,9 @@ export async function imageResult(ctx: ActionContext<z.output<typeof jobIdInput>
 export async function video(ctx: ActionContext<z.output<typeof videoInput>>) {
   const { input } = ctx;
   if (input.job_id !== undefined) return jobView(ctx, input.job_id, 'video');
-  const seconds = input.seconds ?? 4;
-  return createJob(ctx, 'video', input.model!, { prompt: input.prompt, seconds: input.seconds, size: input.size }, { seconds });
+  // The upstream is asked for exactly the seconds held (its own default might be longer).
+  const seconds = input.seconds ?? DEFAULT_VIDEO_SECONDS;
+  return createJob(ctx, 'video', input.model!, { prompt: input.prompt, seconds, size: input.size }, { seconds });
 }
 
 // ---- running ---------------------------------------------------------------------------

@@ -151,8 +151,9 @@ export async function asr(ctx: ActionContext<unknown>) {
       download: createDownload({ maxBytes: ASR_MAX_BYTES }),
     }),
   );
+  // No duration from the upstream: the documented estimate (16 kB per second), marked as such.
   const seconds = res.durationInSeconds ?? Math.ceil(bytes / 16_000);
-  await call.finish('ok', { seconds });
+  await call.finish('ok', { seconds, estimated: res.durationInSeconds === undefined });
   return {
     text: res.text,
     ...(res.language ? { language: res.language } : {}),

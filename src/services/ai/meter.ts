@@ -36,6 +36,27 @@ export function tokenBound(text: string): number {
   return text.length < 4096 ? utf8.encode(text).byteLength : text.length * 3;
 }
 
+// ---- estimates -------------------------------------------------------------------------
+// When the upstream reports no usage (an abort before its usage event, or an upstream that
+// never reports it), the call is charged this estimate and its usage record says `estimated`
+// (docs/money.md, "Estimates"):
+//   input  ≈ the request body's UTF-8 bytes / 4;
+//   output ≈ the returned text's UTF-8 bytes / 4, or — for a relayed event stream, whose
+//            events are not decoded — one token per JSON event after the first (role) event.
+export const BYTES_PER_TOKEN = 4;
+
+export type Usage = Partial<Measured> & { estimated?: boolean };
+
+export const byteLength = (text: string) => utf8.encode(text).byteLength;
+
+export function estimateFromText(requestBytes: number, outputBytes: number): Usage {
+  return { input_tokens: Math.ceil(requestBytes / BYTES_PER_TOKEN), output_tokens: Math.ceil(outputBytes / BYTES_PER_TOKEN), estimated: true };
+}
+
+export function estimateFromEvents(requestBytes: number, jsonEvents: number): Usage {
+  return { input_tokens: Math.ceil(requestBytes / BYTES_PER_TOKEN), output_tokens: Math.max(0, jsonEvents - 1), estimated: true };
+}
+
 export interface CallState {
   requestId: string;
   identity: Identity;
@@ -93,10 +114,11 @@ export class AiCall {
    * Ends the call. The charge is the cost of what was measured; a failed or aborted call that
    * consumed nothing measurable is not charged and its hold is released.
    */
-  async finish(status: CallStatus, used: Partial<Measured> = {}, errorCode?: string): Promise<void> {
+  async finish(status: CallStatus, used: Usage = {}, errorCode?: string): Promise<void> {
     if (this.#finished) return;
     this.#finished = true;
-    const m = measured(used);
+    const { estimated, ...rest } = used;
+    const m = measured(rest);
     const credits = status !== 'ok' && isNothing(m) ? 0 : costOf(this.prices, m);
     const hold = this.state.hold;
     const billing = this.gw.use<Billing>(BILLING);
@@ -108,10 +130,10 @@ export class AiCall {
         this.gw.log('error', 'ai: settling a credit hold failed', { request_id: this.state.requestId, hold: hold.id, error: String(e) });
       }
     }
-    this.#record(status, m, errorCode, credits);
+    this.#record(status, m, errorCode, credits, estimated === true && !isNothing(m));
   }
 
-  #record(status: CallStatus, m: Measured, errorCode: string | undefined, credits: number): void {
+  #record(status: CallStatus, m: Measured, errorCode: string | undefined, credits: number, estimated = false): void {
     const sink = this.gw.use<MeteringSink>(METERING);
     if (!sink) return;
     const id = this.state.identity;
@@ -125,6 +147,7 @@ export class AiCall {
       mode: this.state.mode,
       status,
       ...(errorCode ? { error_code: errorCode } : {}),
+      ...(estimated ? { estimated } : {}),
       credits,
       duration_ms: Date.now() - this.state.startedAt,
       created_at: Date.now(),

@@ -109,7 +109,19 @@ export const STOCK_MODELS: ModelDef[] = [
   { id: 'google/gemini-2.5-pro', name: 'Gemini 2.5 Pro', provider: 'google', upstream: 'gemini-2.5-pro', modes: chatModes, tags: ['google', 'chat'], prices: tok(1.25, 10, 0.125), maxOutputTokens: 65536 },
 ];
 
+/** The output-token worst case of a model that declares none (docs/money.md, "Reserve"). */
 export const DEFAULT_MAX_OUTPUT_TOKENS = 8192;
+
+/**
+ * The output tokens a call may produce, for its credit hold: the limits the request gives
+ * (the larger, when it gives both: upstreams differ in which one they honour), else the
+ * model's maximum, else the default worst case. The one place a catalog's limits plug in.
+ */
+export function maxOutputOf(model: Pick<ModelDef, 'maxOutputTokens'>, ...requested: (number | null | undefined)[]): number {
+  const given = requested.filter((n): n is number => typeof n === 'number' && n > 0);
+  if (given.length) return Math.max(...given);
+  return model.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS;
+}
 
 /** `id` or `id=upstream_id`, comma-separated. */
 export function parseModelList(list: string): { id: string; upstream: string }[] {

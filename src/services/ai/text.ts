@@ -5,9 +5,9 @@ import { z } from 'zod';
 import { newId } from '../../kernel/crypto.ts';
 import { badRequest } from '../../kernel/errors.ts';
 import type { ActionContext } from '../../kernel/service.ts';
-import { sdkUsage, toModelMessages } from './chat/translate.ts';
-import { AiCall, tokenBound } from './meter.ts';
-import { DEFAULT_MAX_OUTPUT_TOKENS } from './registry.ts';
+import { sdkUsage, toModelMessages, usageReported } from './chat/translate.ts';
+import { AiCall, byteLength, estimateFromText, tokenBound } from './meter.ts';
+import { maxOutputOf } from './registry.ts';
 import { resolveModel, upstreamTimeoutMs } from './resolve.ts';
 import { CLIENT_CLOSED, deadline, toGatewayError } from './upstream-errors.ts';
 
@@ -47,7 +47,7 @@ function prepare(ctx: ActionContext<TextInput>, mode: 'text' | 'stream') {
   const r = resolveModel(gw, ctx.identity, input.model, mode);
   const call = AiCall.start(gw, ctx.identity, r.model, mode, ctx.requestId);
   const inputBound = tokenBound(JSON.stringify([input.system ?? '', input.prompt ?? '', input.messages ?? []]));
-  const maxOut = input.max_tokens ?? r.model.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS;
+  const maxOut = maxOutputOf(r.model, input.max_tokens);
   return { r, call, inputBound, maxOut, model: r.adapter.languageModel(r.call, r.model.upstream) };
 }
 
@@ -79,7 +79,8 @@ export async function text(ctx: ActionContext<TextInput>) {
   try {
     const res = await generateText(callSettings(input, p, messages, d.signal));
     const u = sdkUsage(res.totalUsage ?? res.usage);
-    await p.call.finish('ok', u);
+    const reqBytes = (await ctx.rawBody()).byteLength;
+    await p.call.finish('ok', usageReported(res.totalUsage ?? res.usage) ? u : estimateFromText(reqBytes, byteLength(res.text)));
     return {
       id: newId('msg', 12),
       role: 'assistant' as const,
@@ -104,6 +105,9 @@ export async function stream(ctx: ActionContext<TextInput>): Promise<Response> {
   const d = deadline(ctx.signal, upstreamTimeoutMs(gw));
   const t0 = performance.now();
   let usage = sdkUsage(undefined);
+  let reported = false;
+  let outBytes = 0; // text relayed: the estimate's basis when no usage is reported
+  const reqBytes = (await ctx.rawBody()).byteLength;
   let failure: unknown = null;
   const result = streamText(callSettings(input, p, messages, d.signal));
   const uiStream = result.toUIMessageStream({
@@ -113,6 +117,7 @@ export async function stream(ctx: ActionContext<TextInput>): Promise<Response> {
       if (part.type === 'start') return { model: input.model };
       if (part.type === 'finish') {
         usage = sdkUsage(part.totalUsage);
+        reported = usageReported(part.totalUsage);
         return { model: input.model, usage: usageOut(usage), finish_reason: FINISH[part.finishReason] ?? part.finishReason };
       }
       return undefined;
@@ -126,6 +131,10 @@ export async function stream(ctx: ActionContext<TextInput>): Promise<Response> {
       }
     },
   });
+  const countText = (c: unknown) => {
+    const x = c as { type: string; delta?: unknown };
+    if (x.type === 'text-delta' && typeof x.delta === 'string') outBytes += byteLength(x.delta);
+  };
   // Read up to the first real chunk: a failing upstream then gets its status code instead of
   // a 200 stream that carries an error.
   const reader = uiStream.getReader();
@@ -134,6 +143,7 @@ export async function stream(ctx: ActionContext<TextInput>): Promise<Response> {
     const n = await reader.read();
     if (n.done) break;
     head.push(n.value);
+    countText(n.value);
     const t = (n.value as { type: string }).type;
     if (t === 'error' && failure) {
       timing.upstreamMs += performance.now() - t0;
@@ -153,7 +163,7 @@ export async function stream(ctx: ActionContext<TextInput>): Promise<Response> {
     settled = true;
     d.clear();
     const status = aborted || ctx.signal.aborted ? 'aborted' : failure ? 'error' : 'ok';
-    gw.waitUntil(p.call.finish(status, usage, status === 'aborted' ? CLIENT_CLOSED : failure ? 'upstream_stream_failed' : undefined));
+    gw.waitUntil(p.call.finish(status, reported ? usage : estimateFromText(reqBytes, outBytes), status === 'aborted' ? CLIENT_CLOSED : failure ? 'upstream_stream_failed' : undefined));
   };
   const body = new ReadableStream<any>({
     start(controller) {
@@ -165,7 +175,10 @@ export async function stream(ctx: ActionContext<TextInput>): Promise<Response> {
         if (n.done) {
           controller.close();
           end(false);
-        } else controller.enqueue(n.value);
+        } else {
+          countText(n.value);
+          controller.enqueue(n.value);
+        }
       } catch (e) {
         failure ??= e;
         controller.close();

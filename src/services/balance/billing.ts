@@ -9,6 +9,8 @@
 //   held ──settle──▶ settled        charge the measured cost, return the rest
 //   held ──release─▶ released       return everything (the upstream failed)
 //   held ──expire──▶ expired        the sweeper returns holds older than the hold TTL
+//   held ──settle──▶ settled        … or settles them at their usage record's cost, when the
+//                                   call finished but its settle never committed
 //   expired ─settle▶ settled        a call that outlived its hold is still charged, from the
 //                                   balance and never below zero
 import { sql } from 'kysely';
@@ -22,6 +24,8 @@ import { moveStatements, newEntryId, openStatements, OPEN_LEN, usdOf } from './l
 
 export const DEFAULT_HOLD_TTL_S = 3600;
 const SWEEP_EVERY_MS = 60_000;
+/** Pauses between attempts of a settle whose write failed (≈ 2 minutes in all). */
+const RETRY_MS = [250, 500, 1000, 2000, 4000, 8000, 15_000, 30_000, 60_000];
 
 export function initialGrant(gw: GatewayContext): number {
   const v = Number(gw.env.get('BALANCE_INITIAL_CREDITS') ?? 0);
@@ -47,6 +51,9 @@ type Close = 'settle' | 'release' | 'expire';
 export class LedgerBilling implements Billing {
   readonly gw: GatewayContext;
   #lastSweep = 0;
+  #stopped = false;
+  /** Wakes the pauses of pending retries (on stop). */
+  #wakers = new Set<() => void>();
 
   constructor(gw: GatewayContext) {
     this.gw = gw;
@@ -96,13 +103,63 @@ export class LedgerBilling implements Billing {
     return { id: holdId, cityId: a.cityId, userId: a.userId, credits };
   }
 
-  /** Charges `credits` (the measured cost) and returns the rest of the hold; exactly once. Returns whether it applied. */
+  /**
+   * Charges `credits` (the measured cost) and returns the rest of the hold; exactly once. A
+   * write that fails is retried in the background until it commits (closing is idempotent:
+   * `close:<hold>`); if the process stops first, the sweeper settles the hold at the cost in
+   * the call's usage record instead of returning it (sweep()).
+   */
   async settle(hold: Hold, credits: number): Promise<void> {
-    await this.close(hold, 'settle', Math.max(0, Math.ceil(credits)));
+    await this.#closeOrRetry(hold, 'settle', Math.max(0, Math.ceil(credits)));
   }
 
   async release(hold: Hold): Promise<void> {
-    await this.close(hold, 'release', 0);
+    await this.#closeOrRetry(hold, 'release', 0);
+  }
+
+  async #closeOrRetry(hold: Hold, how: 'settle' | 'release', cost: number): Promise<void> {
+    try {
+      await this.close(hold, how, cost);
+    } catch (e) {
+      this.gw.log('warn', `billing: ${how} failed, retrying`, { hold: hold.id, cost, error: String(e) });
+      this.gw.waitUntil(this.#retry(hold, how, cost));
+    }
+  }
+
+  async #retry(hold: Hold, how: 'settle' | 'release', cost: number): Promise<void> {
+    let error: unknown;
+    for (const ms of RETRY_MS) {
+      await this.#pause(ms);
+      if (this.#stopped) break;
+      try {
+        await this.close(hold, how, cost);
+        this.gw.log('info', `billing: ${how} committed on a retry`, { hold: hold.id, cost });
+        return;
+      } catch (e) {
+        error = e;
+      }
+    }
+    // Not lost: the sweeper settles the hold from the call's usage record once its TTL passes.
+    this.gw.log('error', `billing: ${how} still failing; left to the sweeper`, { hold: hold.id, cost, error: String(error ?? 'stopping') });
+  }
+
+  #pause(ms: number): Promise<void> {
+    if (this.#stopped) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.#wakers.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.#wakers.add(done);
+    });
+  }
+
+  /** Graceful stop: pending retries give up at once (the sweeper finishes them after a restart). */
+  stop(): void {
+    this.#stopped = true;
+    for (const wake of [...this.#wakers]) wake();
   }
 
   /**
@@ -166,22 +223,43 @@ export class LedgerBilling implements Billing {
     return how === 'settle' ? attempt(true) : false;
   }
 
-  /** Returns holds older than the hold TTL (their request died with its process). */
+  /**
+   * Closes holds older than the hold TTL. A hold whose call finished (its usage record, same
+   * request id, carries the measured cost) but whose settle never committed — the write
+   * failed and the process died before a retry did — is settled at that cost; the others
+   * (their request died with its process) are returned.
+   */
   async sweep(now = Date.now()): Promise<number> {
     this.#lastSweep = now;
     const stale = await this.db.kysely
       .selectFrom('holds')
       .select(['hold_id', 'city_id', 'user_id', 'credits'])
+      .select((eb) =>
+        eb
+          .selectFrom('usage')
+          .select('usage.credits')
+          .whereRef('usage.request_id', '=', 'holds.request_id')
+          .whereRef('usage.city_id', '=', 'holds.city_id')
+          .whereRef('usage.user_id', '=', 'holds.user_id')
+          .orderBy('usage.seq', 'desc')
+          .limit(1)
+          .as('measured'),
+      )
       .where('status', '=', 'held')
       .where('created_at', '<', now - holdTtlMs(this.gw))
       .limit(500)
       .execute();
-    let n = 0;
+    let expired = 0;
+    let settled = 0;
     for (const h of stale) {
-      if (await this.close({ id: h.hold_id, cityId: h.city_id, userId: h.user_id, credits: h.credits }, 'expire', 0)) n++;
+      const hold = { id: h.hold_id, cityId: h.city_id, userId: h.user_id, credits: h.credits };
+      if (h.measured !== null && h.measured !== undefined) {
+        if (await this.close(hold, 'settle', Math.max(0, Math.ceil(Number(h.measured))))) settled++;
+      } else if (await this.close(hold, 'expire', 0)) expired++;
     }
-    if (n > 0) this.gw.log('warn', 'expired stale credit holds', { count: n });
-    return n;
+    if (expired > 0) this.gw.log('warn', 'expired stale credit holds', { count: expired });
+    if (settled > 0) this.gw.log('warn', 'settled stale credit holds from their usage records', { count: settled });
+    return expired + settled;
   }
 
   #maybeSweep(): void {

@@ -72,6 +72,9 @@ export const balanceService = defineService({
     gw.provide(BILLING, billing);
     gw.waitUntil(billing.sweep());
   },
+  stop(gw) {
+    (gw.use(BILLING) as LedgerBilling | undefined)?.stop();
+  },
   actions: {
     me: action({
       method: 'GET',

@@ -80,7 +80,8 @@ function checkoutFacts(o: Json): Facts {
     paymentId: str(o.request_id) ?? str(meta.payment_id),
     ref: str(o.id),
     state: paid ? 'paid' : status === 'expired' ? 'expired' : 'pending',
-    amountPaid: typeof order.amount === 'number' ? order.amount : null,
+    // What the buyer paid: after discounts (amount_paid), not the list price (amount).
+    amountPaid: [order.amount_paid, order.amount_due, order.amount].find((v): v is number => typeof v === 'number') ?? null,
     currency: str(order.currency)?.toLowerCase() ?? null,
   };
 }

@@ -148,6 +148,8 @@ export const paymentService = defineService({
           credit_entry: null,
           event_id: null,
           amount_paid: null,
+          credited: null,
+          shortfall: null,
           error: null,
           created_at: at,
           updated_at: at,
@@ -211,7 +213,7 @@ export const paymentService = defineService({
           p = await gateway.db.kysely.selectFrom('payments').selectAll().where('payment_id', '=', id.data).executeTakeFirst();
         }
         if (!p) return page('Payment', 'This link does not name a payment.', 404);
-        if (p.status === 'paid') return page('Payment received', `Thank you. ${p.credits.toLocaleString('en-US')} credits were added to your balance.`);
+        if (p.status === 'paid') return page('Payment received', `Thank you. ${(p.credited ?? p.credits).toLocaleString('en-US')} credits were added to your balance.`);
         if (p.status === 'failed' || p.status === 'expired') return page('Payment not completed', 'This payment did not go through; nothing was charged.');
         return page('Payment processing', 'Thank you. Your payment is being confirmed; the credits appear on your balance as soon as it is.');
       },

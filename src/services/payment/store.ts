@@ -4,7 +4,8 @@
 // paid yet), the balance change, then the payment's move to 'paid' only if that row exists.
 // Replays, concurrent duplicates and any order of paid / expired / failed events therefore
 // credit at most once; expired and failed only move a payment that is still open, and paid
-// wins over them (the money was taken).
+// wins over them (the money was taken). A checkout paid below its price is credited only the
+// part paid for, and the shortfall is recorded on the payment (see creditFor).
 import { sql } from 'kysely';
 import { isUniqueViolation, type Db } from '../../db/database.ts';
 import type { PaymentsTable } from '../../db/schema.ts';
@@ -33,10 +34,22 @@ export async function findPayment(db: Db, provider: MethodId, paymentId: string 
   return undefined;
 }
 
+/**
+ * What a paid checkout credits: the credits bought, or — when less than the price was paid
+ * (a discount or coupon at the provider) — the part paid for at the checkout's own rate,
+ * rounded down. Never more than was paid. `shortfall` is the unpaid part, in minor units.
+ */
+export function creditFor(p: Pick<PaymentsTable, 'credits' | 'amount'>, amountPaid: number | null | undefined): { credited: number; shortfall: number } {
+  if (typeof amountPaid !== 'number' || !Number.isSafeInteger(amountPaid) || amountPaid >= p.amount || p.amount <= 0) return { credited: p.credits, shortfall: 0 };
+  const paid = Math.max(0, amountPaid);
+  return { credited: Number((BigInt(p.credits) * BigInt(paid)) / BigInt(p.amount)), shortfall: p.amount - paid };
+}
+
 export async function creditPayment(gw: GatewayContext, p: PaymentsTable, f: Facts, eventId: string | null): Promise<Outcome> {
   const db = gw.db;
   const at = Date.now();
   const entryId = newEntryId();
+  const { credited, shortfall } = creditFor(p, f.amountPaid);
   try {
     const res = await db.batch([
       ...openStatements(db, p.city_id, p.user_id, balanceGrant(gw), at),
@@ -48,13 +61,14 @@ export async function creditPayment(gw: GatewayContext, p: PaymentsTable, f: Fac
         kind: 'topup',
         join: sql`JOIN payments p ON p.payment_id = ${p.payment_id} AND p.city_id = b.city_id AND p.user_id = b.user_id`,
         guard: sql`p.status != 'paid'`,
-        delta: sql`p.credits`,
+        delta: sql`${credited}`,
         ref: p.payment_id,
         reason: `payment ${p.provider === 'a' ? 'stripe' : 'creem'} ${f.ref ?? p.provider_ref ?? ''}`.trim(),
         actor: 'system',
         at,
       }),
       sql`UPDATE payments SET status = 'paid', credit_entry = ${entryId}, event_id = ${eventId}, amount_paid = ${f.amountPaid ?? null},
+          credited = ${credited}, shortfall = ${shortfall},
           provider_ref = COALESCE(provider_ref, ${f.ref}), paid_at = ${at}, updated_at = ${at}, error = NULL
         WHERE payment_id = ${p.payment_id} AND EXISTS (SELECT 1 FROM ledger WHERE entry_id = ${entryId})`.compile(db.kysely),
     ]);
@@ -78,7 +92,9 @@ export async function applyFacts(gw: GatewayContext, provider: MethodId, f: Fact
       return { outcome: 'currency_mismatch', paymentId: p.payment_id };
     }
     if (typeof f.amountPaid === 'number' && f.amountPaid !== p.amount) {
-      gw.log('warn', 'payment amount differs from the checkout (discount or tax?)', { payment_id: p.payment_id, expected: p.amount, got: f.amountPaid });
+      // Underpaid: credited pro rata (creditFor), the shortfall kept on the payment for the admin.
+      const c = creditFor(p, f.amountPaid);
+      gw.log('warn', 'payment amount differs from the checkout', { payment_id: p.payment_id, expected: p.amount, got: f.amountPaid, credited: c.credited, shortfall: c.shortfall });
     }
     return { outcome: await creditPayment(gw, p, f, eventId), paymentId: p.payment_id };
   }
@@ -114,6 +130,10 @@ export function toPayment(p: PaymentsTable) {
     currency: p.currency,
     units: p.units,
     amount_paid: p.amount_paid,
+    /** Credits actually credited (fewer than `credits` when less than `amount` was paid). */
+    credited: p.credited,
+    /** Minor units of `amount` not paid (0 when paid in full; null until paid). */
+    shortfall: p.shortfall,
     checkout_url: p.status === 'pending' ? p.checkout_url : null,
     created_at: new Date(p.created_at).toISOString(),
     paid_at: p.paid_at ? new Date(p.paid_at).toISOString() : null,

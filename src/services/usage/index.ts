@@ -33,6 +33,8 @@ const toUsage = (r: Selectable<UsageTable>) => ({
   credits: r.credits,
   duration_ms: r.duration_ms,
   created_at: new Date(r.created_at).toISOString(),
+  /** The upstream reported no usage: the tokens are citygate's estimate (docs/money.md). */
+  estimated: r.estimated === 1,
 });
 
 /** A time bound: epoch ms, or an ISO date / date-time. */

@@ -3,7 +3,7 @@
 // 400 comes back as a 400 with the upstream's reason).
 import { z } from 'zod';
 import type { Measured } from '../../../kernel/metering.ts';
-import { DEFAULT_MAX_OUTPUT_TOKENS, type ModelDef } from '../registry.ts';
+import { maxOutputOf, type ModelDef } from '../registry.ts';
 
 const positiveInt = z.number().int().positive();
 
@@ -26,6 +26,6 @@ export type ChatInput = z.output<typeof chatInput>;
 
 /** Worst case of a chat call: every input byte a token, the full output limit for each choice. */
 export function reservationFor(input: ChatInput, model: ModelDef, inputBytes: number): Partial<Measured> {
-  const maxOut = input.max_completion_tokens ?? input.max_tokens ?? model.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS;
+  const maxOut = maxOutputOf(model, input.max_completion_tokens, input.max_tokens);
   return { input_tokens: inputBytes, output_tokens: maxOut * (input.n ?? 1) };
 }

@@ -9,7 +9,7 @@ import type { ActionContext } from '../../../kernel/service.ts';
 import { GatewayError } from '../../../kernel/errors.ts';
 import { streamingResponse } from '../../../kernel/http.ts';
 import type { Measured } from '../../../kernel/metering.ts';
-import { AiCall } from '../meter.ts';
+import { AiCall, byteLength, estimateFromEvents, estimateFromText, type Usage } from '../meter.ts';
 import { upstreamTimeoutMs, type Resolved } from '../resolve.ts';
 import { CLIENT_CLOSED, deadline, fromUpstreamStatus, toGatewayError } from '../upstream-errors.ts';
 import { relaySse, type ChatUsage } from './sse.ts';
@@ -28,6 +28,23 @@ export function usageToMeasured(u: ChatUsage | null | undefined): Partial<Measur
   };
 }
 const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.round(v) : 0);
+
+/** UTF-8 bytes of the text a chat completion returned (contents, refusals, tool-call arguments): the estimate's basis without usage. */
+function replyBytes(choices: unknown): number {
+  let n = 0;
+  for (const c of Array.isArray(choices) ? choices : []) {
+    const m = (c as { message?: Record<string, unknown> })?.message;
+    if (!m) continue;
+    if (typeof m.content === 'string') n += byteLength(m.content);
+    if (typeof m.refusal === 'string') n += byteLength(m.refusal);
+    for (const t of Array.isArray(m.tool_calls) ? m.tool_calls : []) {
+      const f = (t as { function?: { name?: unknown; arguments?: unknown } })?.function;
+      if (typeof f?.arguments === 'string') n += byteLength(f.arguments);
+      if (typeof f?.name === 'string') n += byteLength(f.name);
+    }
+  }
+  return n;
+}
 
 /** The body with `"stream_options":{"include_usage":true}` inserted after its first brace. */
 function withUsageOption(raw: Uint8Array): Uint8Array {
@@ -98,13 +115,15 @@ export async function passthrough(ctx: ActionContext<ChatInput>, r: Resolved, ur
       await call.finish('error', {}, ge.code);
       throw ge;
     }
-    let usage: ChatUsage | null = null;
+    let used: Usage;
     try {
-      usage = (JSON.parse(dec.decode(bytes)) as { usage?: ChatUsage }).usage ?? null;
+      const json = JSON.parse(dec.decode(bytes)) as { usage?: ChatUsage; choices?: unknown };
+      used = json.usage ? usageToMeasured(json.usage) : estimateFromText(raw.byteLength, replyBytes(json.choices));
     } catch {
-      /* not JSON: forwarded as is, nothing measured */
+      // not JSON: forwarded as is; charged as if it all were reply text
+      used = estimateFromText(raw.byteLength, bytes.byteLength);
     }
-    gw.waitUntil(call.finish('ok', usageToMeasured(usage)));
+    gw.waitUntil(call.finish('ok', used));
     return new Response(bytes as Uint8Array<ArrayBuffer>, { status: res.status, headers: { 'content-type': res.header('content-type') ?? 'application/json' } });
   }
 
@@ -120,9 +139,9 @@ export async function passthrough(ctx: ActionContext<ChatInput>, r: Resolved, ur
         gw.waitUntil(call.finish(gone ? 'aborted' : error ? 'error' : 'ok', usageToMeasured(usage)));
         return;
       }
-      // Abort policy (no usage reported): charge what the upstream consumed as best known —
-      // the input at ~4 UTF-8 bytes per token and one output token per event relayed.
-      const estimate = { input_tokens: Math.ceil(raw.byteLength / 4), output_tokens: Math.max(0, events - 2) };
+      // No usage reported (an abort before the usage event, or an upstream that never sends
+      // it): the documented estimate (meter.ts).
+      const estimate = estimateFromEvents(raw.byteLength, events);
       gw.waitUntil(call.finish(gone ? 'aborted' : error ? 'error' : 'ok', estimate, gone ? CLIENT_CLOSED : error ? 'upstream_stream_failed' : undefined));
     },
   });

@@ -17,7 +17,7 @@ export interface ChatUsage {
 
 export interface RelayEnd {
   usage: ChatUsage | null;
-  /** `data:` lines seen (one per event; ≈ output tokens when the upstream reported none). */
+  /** `data:` lines with a JSON payload seen (not `[DONE]`): one per event, the estimate's basis when the upstream reported no usage. */
   events: number;
   /** The client went away before the end. */
   aborted: boolean;
@@ -42,14 +42,15 @@ export function indexOfBytes(hay: Uint8Array, needle: Uint8Array, from = 0, anch
   return -1;
 }
 
-/** `data:` lines in a run of complete events (which starts at an event's first line). */
+/** `data:` lines with a JSON object in a run of complete events (which starts at an event's first line). */
 function countDataLines(b: Uint8Array): number {
   let n = startsWithData(b, 0) ? 1 : 0;
   for (let i = b.indexOf(10); i !== -1; i = b.indexOf(10, i + 1)) if (startsWithData(b, i + 1)) n++;
   return n;
 }
 const startsWithData = (b: Uint8Array, i: number) =>
-  b[i] === 100 && b[i + 1] === 97 && b[i + 2] === 116 && b[i + 3] === 97 && b[i + 4] === 58; // "data:"
+  b[i] === 100 && b[i + 1] === 97 && b[i + 2] === 116 && b[i + 3] === 97 && b[i + 4] === 58 && // "data:"
+  (b[i + 5] === 123 || (b[i + 5] === 32 && b[i + 6] === 123)); // then "{" or " {" (not [DONE])
 
 /** Index of the next `"usage"` followed by an object (not null) from `from`, or -1. */
 function nextUsageObject(b: Uint8Array, from = 0): number {

@@ -4,7 +4,7 @@
 import { generateText, jsonSchema, Output, streamText, type LanguageModelUsage, type ModelMessage, type ToolSet } from 'ai';
 import { badRequest, GatewayError } from '../../../kernel/errors.ts';
 import type { ActionContext } from '../../../kernel/service.ts';
-import { AiCall } from '../meter.ts';
+import { AiCall, byteLength, estimateFromText } from '../meter.ts';
 import { upstreamTimeoutMs, type Resolved } from '../resolve.ts';
 import { CLIENT_CLOSED, deadline, toGatewayError } from '../upstream-errors.ts';
 import { reservationFor, type ChatInput } from './input.ts';
@@ -16,6 +16,9 @@ export function sdkUsage(u: LanguageModelUsage | undefined) {
     cached_tokens: u?.inputTokenDetails?.cacheReadTokens ?? 0,
   };
 }
+
+/** Whether the upstream reported any usage (an OpenAI-compatible server may not: then citygate estimates). */
+export const usageReported = (u: LanguageModelUsage | undefined) => u?.inputTokens !== undefined || u?.outputTokens !== undefined;
 
 const FINISH: Record<string, string> = { stop: 'stop', length: 'length', 'content-filter': 'content_filter', 'tool-calls': 'tool_calls' };
 
@@ -135,8 +138,9 @@ export async function translate(ctx: ActionContext<ChatInput>, r: Resolved): Pro
     try {
       const res = await generateText({ model, ...opts, abortSignal: d.signal });
       const u = sdkUsage(res.totalUsage ?? res.usage);
-      await call.finish('ok', u);
       const toolCalls = res.toolCalls.map((tc: any) => ({ id: tc.toolCallId, type: 'function', function: { name: tc.toolName, arguments: JSON.stringify(tc.input) } }));
+      const outBytes = byteLength(res.text) + toolCalls.reduce((n, tc) => n + byteLength(tc.function.arguments), 0);
+      await call.finish('ok', usageReported(res.totalUsage ?? res.usage) ? u : estimateFromText(raw.byteLength, outBytes));
       return Response.json({
         id,
         object: 'chat.completion',
@@ -188,6 +192,9 @@ export async function translate(ctx: ActionContext<ChatInput>, r: Resolved): Pro
   d.stopTimer();
   let tools = 0;
   let usage = sdkUsage(undefined);
+  let reported = false;
+  let outBytes = 0; // text relayed: the estimate's basis when no usage is reported
+  const used = () => (reported ? usage : estimateFromText(raw.byteLength, outBytes));
   let finish = 'stop';
   async function* parts() {
     yield* head;
@@ -202,11 +209,15 @@ export async function translate(ctx: ActionContext<ChatInput>, r: Resolved): Pro
       try {
         controller.enqueue(chunk({ role: 'assistant', content: '' }));
         for await (const p of parts()) {
-          if (p.type === 'text-delta' && p.text) controller.enqueue(chunk({ content: p.text }));
-          else if (p.type === 'tool-call') {
+          if (p.type === 'text-delta' && p.text) {
+            outBytes += byteLength(p.text);
+            controller.enqueue(chunk({ content: p.text }));
+          } else if (p.type === 'tool-call') {
+            outBytes += byteLength(JSON.stringify(p.input));
             controller.enqueue(chunk({ tool_calls: [{ index: tools++, id: p.toolCallId, type: 'function', function: { name: p.toolName, arguments: JSON.stringify(p.input) } }] }));
           } else if (p.type === 'finish') {
             usage = sdkUsage(p.totalUsage);
+            reported = usageReported(p.totalUsage);
             finish = FINISH[p.finishReason] ?? 'stop';
           } else if (p.type === 'error') throw p.error;
         }
@@ -214,7 +225,7 @@ export async function translate(ctx: ActionContext<ChatInput>, r: Resolved): Pro
         if (wantsUsage) controller.enqueue(enc.encode(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: input.model, choices: [], usage: usageJson(usage) })}\n\n`));
         controller.enqueue(enc.encode('data: [DONE]\n\n'));
         controller.close();
-        await call.finish('ok', usage);
+        await call.finish('ok', used());
       } catch (e) {
         let failed: GatewayError;
         try {
@@ -222,7 +233,7 @@ export async function translate(ctx: ActionContext<ChatInput>, r: Resolved): Pro
         } catch {
           failed = new GatewayError(502, 'upstream_stream_failed', 'The upstream stream broke off.');
         }
-        await call.finish(failed.code === CLIENT_CLOSED ? 'aborted' : 'error', usage, failed.code);
+        await call.finish(failed.code === CLIENT_CLOSED ? 'aborted' : 'error', used(), failed.code);
         try {
           controller.enqueue(enc.encode(`data: ${JSON.stringify(failed.toJSON())}\n\n`));
           controller.close();
