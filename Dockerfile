@@ -1,4 +1,13 @@
 # citygate as a container: Node 24 runs the TypeScript sources directly.
+# The admin console (/console) is built in its own stage with the dev dependencies (Vite);
+# the image keeps only its built files.
+FROM node:24-slim AS console
+WORKDIR /app
+COPY package.json package-lock.json ./
+COPY console ./console
+COPY src/kernel/console.ts ./src/kernel/console.ts
+RUN npm ci --ignore-scripts --no-audit --no-fund && node console/build.ts
+
 FROM node:24-slim
 WORKDIR /app
 ENV NODE_ENV=production \
@@ -7,9 +16,10 @@ ENV NODE_ENV=production \
     LOCAL_LOGIN=false \
     DATABASE_PATH=/data/citygate.sqlite
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
 COPY src ./src
 COPY bin ./bin
+COPY --from=console /app/console/dist ./console/dist
 VOLUME ["/data"]
 EXPOSE 43127
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s \

@@ -3,7 +3,8 @@
 //
 // Env: BENCH_DURATION (s per case, default 10), BENCH_CONNECTIONS (default 50),
 //      BENCH_WARMUP (s of unrecorded load before each case, default 2),
-//      BENCH_TARGETS (default "direct,citygate,citygate-free,portkey"; citygate is charged), BENCH_MODES (default "json,stream"),
+//      BENCH_TARGETS (default "direct,citygate,citygate-free,citygate-limited,citygate-free-limited,portkey"; citygate is
+//      charged; *-limited run with the rate limits of BENCH_LIMITS, KEY=VALUE,…, by default far above the load), BENCH_MODES (default "json,stream"),
 //      BENCH_MODEL (default "gpt-4o-mini"), BENCH_PORTKEY_PRELOAD=0 (no streaming workaround).
 import { rmSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
@@ -39,6 +40,8 @@ for (const t of targetNames) if (!TARGETS.some((x) => x.name === t)) throw new E
 /** The ratios the report prints: charged vs free, each vs Portkey, and vs the direct call. */
 const RATIOS: [string, string][] = [
   ["citygate", "citygate-free"],
+  ["citygate-limited", "citygate"],
+  ["citygate-free-limited", "citygate-free"],
   ["citygate", "portkey"],
   ["citygate-free", "portkey"],
   ["citygate", "direct"],

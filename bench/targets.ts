@@ -133,10 +133,18 @@ export async function readAdminKeyFromDb(databasePath: string): Promise<string |
   }
 }
 
-function citygateTarget(name: string, charged: boolean): Target {
+/** Rate limits of the *-limited targets: BENCH_LIMITS (KEY=VALUE,…), by default limits far above the load, so each call pays for the counting but none is refused. */
+function benchLimits(): Record<string, string> {
+  const raw = process.env.BENCH_LIMITS ?? "RATE_LIMIT_USER_RPM=1000000000,RATE_LIMIT_CITY_RPM=1000000000,RATE_LIMIT_USER_TPM=1000000000000";
+  return Object.fromEntries(raw.split(",").filter(Boolean).map((kv) => kv.split("=").map((x) => x.trim()) as [string, string]));
+}
+
+function citygateTarget(name: string, charged: boolean, limited = false): Target {
   return {
     name,
-    description: charged ? "citygate → stub, priced model, funded user (billing on)" : "citygate → stub, unpriced model (no billing)",
+    description:
+      (charged ? "citygate → stub, priced model, funded user (billing on)" : "citygate → stub, unpriced model (no billing)") +
+      (limited ? `, rate limits on (${Object.keys(benchLimits()).join(", ")})` : ""),
     async start({ stub, model }) {
       if (!existsSync(CITYGATE_ENTRY)) {
         return { skipped: "src/cli/main.ts does not exist yet; the citygate target is a hook in bench/targets.ts" };
@@ -160,6 +168,7 @@ function citygateTarget(name: string, charged: boolean): Target {
           TEXTPROVIDER_BASE_URL: stub.url,
           TEXTPROVIDER_MODELS: model,
           ...(charged ? { MODEL_PRICES: JSON.stringify({ [model]: BENCH_PRICE }) } : {}),
+          ...(limited ? benchLimits() : {}),
         },
         ready: () => answersHttp(origin + CITYGATE_READY_PATH),
       });
@@ -198,6 +207,8 @@ function citygateTarget(name: string, charged: boolean): Target {
 
 export const citygate = citygateTarget("citygate", true);
 export const citygateFree = citygateTarget("citygate-free", false);
+export const citygateLimited = citygateTarget("citygate-limited", true, true);
+export const citygateFreeLimited = citygateTarget("citygate-free-limited", false, true);
 
 // ---- (c) Portkey's open-source gateway ---------------------------------------------------
 //
@@ -247,7 +258,7 @@ export const portkey: Target = {
   },
 };
 
-export const TARGETS: Target[] = [direct, citygate, citygateFree, portkey];
+export const TARGETS: Target[] = [direct, citygate, citygateFree, citygateLimited, citygateFreeLimited, portkey];
 
 async function getJson<T>(url: string, bearer: string): Promise<T> {
   const res = await fetch(url, { headers: { authorization: `Bearer ${bearer}` } });

@@ -226,6 +226,7 @@ export function createAdminClient(opts: AdminClientOptions) {
     },
     balance: {
       list: j('balance', 'list'),
+      get: j('balance', 'get'),
       ledger: j('balance', 'ledger'),
       adjust: j('balance', 'adjust'),
     },
@@ -236,6 +237,7 @@ export function createAdminClient(opts: AdminClientOptions) {
     usage: {
       list: j('usage', 'list'),
       summary: j('usage', 'summary'),
+      stats: j('usage', 'stats'),
     },
     ai: {
       /** The admin catalog: every registered model, with env requirements, prices and availability. */

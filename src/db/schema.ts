@@ -15,6 +15,8 @@ export interface CitiesTable {
   status: 'active' | 'paused' | 'removed';
   created_at: number;
   updated_at: number;
+  /** JSON: { limits?, user_budget? } (cities/update). */
+  settings: string | null;
 }
 
 export interface SigningKeysTable {
@@ -24,6 +26,7 @@ export interface SigningKeysTable {
   public_jwk: string;
   status: 'active' | 'retired';
   created_at: number;
+  retired_at: number | null;
 }
 
 export interface BureausTable {
@@ -212,6 +215,8 @@ export interface UsageTable {
   seconds: number;
   credits: number;
   duration_ms: number;
+  /** citygate's own milliseconds (x-citygate-overhead-ms); null for calls recorded before it was kept. */
+  overhead_ms: number | null;
   created_at: number;
   /** 1 when the upstream reported no usage and the tokens are citygate's estimate. */
   estimated: Generated<number>;
@@ -228,6 +233,47 @@ export interface UsageDailyTable {
   cached_tokens: number;
   credits: number;
   duration_ms: number;
+}
+
+export interface RevocationsTable {
+  id: string;
+  kind: 'token' | 'user';
+  jti: string | null;
+  city_id: string | null;
+  user_id: string | null;
+  before_ms: number | null;
+  expires_at: number;
+  created_at: number;
+}
+
+export interface RateCountersTable {
+  key: string;
+  window_start: number;
+  n: number;
+}
+
+export interface MasterKeyCheckTable {
+  id: string;
+  fingerprint: string;
+  sealed: string;
+  created_at: number;
+}
+
+export interface PaymentRefundsTable {
+  refund_key: string;
+  payment_id: string;
+  city_id: string;
+  user_id: string;
+  provider: string;
+  kind: 'refund' | 'dispute';
+  amount: number;
+  currency: string | null;
+  credits_due: number;
+  credits_debited: number;
+  shortfall: number;
+  event_id: string | null;
+  entry_id: string;
+  created_at: number;
 }
 
 export interface MigrationsTable {
@@ -252,5 +298,9 @@ export interface Schema {
   payment_events: PaymentEventsTable;
   usage: UsageTable;
   usage_daily: UsageDailyTable;
+  revocations: RevocationsTable;
+  rate_counters: RateCountersTable;
+  master_key_check: MasterKeyCheckTable;
+  payment_refunds: PaymentRefundsTable;
   _migrations: MigrationsTable;
 }

@@ -6,8 +6,9 @@ import { safeEqual, sha256Hex } from './crypto.ts';
 import { unauthorized } from './errors.ts';
 import { BUREAU_TOKEN_PREFIX, bearer, type Identity } from './identity.ts';
 
-export async function authenticate(req: Request, gw: GatewayContext): Promise<Identity> {
-  const token = bearer(req);
+export async function authenticate(req: Request, gw: GatewayContext, credentialHeader?: string): Promise<Identity> {
+  let token = bearer(req);
+  if (token === null && credentialHeader) token = req.headers.get(credentialHeader)?.trim() || null;
   if (token === null) return { kind: 'guest' };
   if (token === '') throw unauthorized('invalid_authorization', 'The Authorization header must be "Bearer <token>".');
 

@@ -1,31 +1,51 @@
-// City status on the hot path comes from memory: pause/activate/remove update this process
-// at once; other processes or isolates see a change within ttlMs.
+// City status and settings on the hot path come from memory: pause/activate/remove/update
+// refresh this process at once; other processes or isolates see a change within ttlMs.
 import type { Db } from '../db/database.ts';
+import { parseCitySettings, type CitySettings } from './city-settings.ts';
 
 export type CityStatus = 'active' | 'paused' | 'removed';
+
+interface Entry {
+  status: CityStatus | null;
+  settings: CitySettings;
+  at: number;
+}
 
 export class CityStatusCache {
   readonly db: Db;
   readonly ttlMs: number;
-  #cache = new Map<string, { status: CityStatus | null; at: number }>();
+  #cache = new Map<string, Entry>();
 
   constructor(db: Db, ttlMs = 3000) {
     this.db = db;
     this.ttlMs = ttlMs;
   }
 
-  /** The status of a city, or null when no such city was ever created. */
-  async get(cityId: string): Promise<CityStatus | null> {
+  async #entry(cityId: string): Promise<Entry> {
     const hit = this.#cache.get(cityId);
-    if (hit && Date.now() - hit.at < this.ttlMs) return hit.status;
-    const row = await this.db.kysely.selectFrom('cities').select('status').where('city_id', '=', cityId).executeTakeFirst();
-    const status = row?.status ?? null;
-    this.set(cityId, status);
-    return status;
+    if (hit && Date.now() - hit.at < this.ttlMs) return hit;
+    const row = await this.db.kysely.selectFrom('cities').select(['status', 'settings']).where('city_id', '=', cityId).executeTakeFirst();
+    return this.#put(cityId, row?.status ?? null, parseCitySettings(row?.settings));
   }
 
-  set(cityId: string, status: CityStatus | null): void {
+  /** The status of a city, or null when no such city was ever created. */
+  async get(cityId: string): Promise<CityStatus | null> {
+    return (await this.#entry(cityId)).status;
+  }
+
+  /** The city's settings (limits, user budget); {} for an unknown city. */
+  async settings(cityId: string): Promise<CitySettings> {
+    return (await this.#entry(cityId)).settings;
+  }
+
+  set(cityId: string, status: CityStatus | null, settings?: CitySettings): void {
+    this.#put(cityId, status, settings ?? this.#cache.get(cityId)?.settings ?? {});
+  }
+
+  #put(cityId: string, status: CityStatus | null, settings: CitySettings): Entry {
     if (this.#cache.size > 50_000) this.#cache.clear();
-    this.#cache.set(cityId, { status, at: Date.now() });
+    const e = { status, settings, at: Date.now() };
+    this.#cache.set(cityId, e);
+    return e;
   }
 }

@@ -9,6 +9,7 @@ import type { RuntimeEnv } from './runtime-env.ts';
 import type { ServiceDef } from './service.ts';
 import type { BlobStore } from './storage.ts';
 import type { KeyRing } from './tokens.ts';
+import type { RateLimiter } from './rate-limit.ts';
 
 export interface GatewayConfig {
   name: string;
@@ -30,6 +31,8 @@ export interface GatewayContext {
   readonly env: RuntimeEnv;
   readonly keys: KeyRing;
   readonly cities: CityStatusCache;
+  /** Rate limits (counters in the database, see rate-limit.ts). */
+  readonly limits: RateLimiter;
   readonly jobs: JobQueue;
   readonly storage: BlobStore | null;
   /** Outbound HTTP to upstream providers, chosen by the runtime. */

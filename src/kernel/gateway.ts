@@ -19,8 +19,13 @@ import type { AnyAction, RequestTiming, ServiceDef } from './service.ts';
 import type { BlobStore } from './storage.ts';
 import { fetchHttp, type UpstreamHttp } from './http.ts';
 import { KeyRing } from './tokens.ts';
+import { secretsAtRest } from './secrets-boot.ts';
+import { MasterKeyError } from './secrets.ts';
+import { RateLimiter, type Admission } from './rate-limit.ts';
+import { METERING, type MeterRecord, type MeteringSink } from './metering.ts';
 import { openApiDocument } from './openapi.ts';
 import { SCALAR_CDN, docsPage } from './docs.ts';
+import { serveConsole, type ConsoleAssets } from './console.ts';
 
 export interface GatewayOptions {
   db: Db;
@@ -41,6 +46,15 @@ export interface GatewayOptions {
   waitUntil?: (p: Promise<unknown>) => void;
   /** Scalar's standalone script for /docs, served by the gateway itself when given. */
   docsScript?: () => Promise<BodyInit | null>;
+  /**
+   * The master key that seals secrets at rest (CITYGATE_MASTER_KEY or its generated file) and
+   * where it came from (for the boot error). Without one, secrets are stored in clear.
+   */
+  masterKey?: { material: string; source: string } | null;
+  /** The address of the connection's peer (Node: the socket; Workers: CF-Connecting-IP). */
+  socketIp?: (req: Request, platform: unknown) => string | null | undefined;
+  /** The admin console's built files for /console (Node: console/dist; Workers: static assets). */
+  consoleAssets?: ConsoleAssets;
 }
 
 export interface InitResult {
@@ -78,6 +92,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
   const env = new RuntimeEnv(opts.db, opts.processEnv ?? {}, opts.envTtlMs);
   const keys = new KeyRing(opts.db);
   const cities = new CityStatusCache(opts.db);
+  const limits = new RateLimiter(opts.db, env, cities);
   const services = new Map<string, ServiceDef>();
   for (const s of opts.services) {
     if (!SERVICE_ID.test(s.id) || s.id === 'services') throw new Error(`invalid service id: ${s.id}`);
@@ -92,14 +107,15 @@ export function createGateway(opts: GatewayOptions): Gateway {
     env,
     keys,
     cities,
+    limits,
     jobs: opts.jobs ?? inlineQueue(() => gateway),
     storage: opts.storage ?? null,
     http: opts.http ?? fetchHttp(),
     log,
     config,
     services,
-    provide: (name, impl) => void capabilities.set(name, impl),
-    use: <T>(name: string) => capabilities.get(name) as T | undefined,
+    provide: (name, impl) => void capabilities.set(name, name === METERING ? withTokenCounting(impl as MeteringSink) : impl),
+    use: <T>(name: string) => (capabilities.get(name) ?? (name === METERING ? tokenCounter : undefined)) as T | undefined,
     waitUntil(p) {
       const tracked = p.catch((e) => log('error', 'background work failed', { error: String(e) })).finally(() => pending.delete(tracked));
       pending.add(tracked);
@@ -118,10 +134,26 @@ export function createGateway(opts: GatewayOptions): Gateway {
     },
   };
 
+  // Meter records also feed the token limits (tokens actually used), whether or not a usage
+  // service is mounted to keep them: its sink is wrapped (everything else it offers, as is).
+  const countTokens = (r: MeterRecord) => {
+    if (r.identity === 'user' && (r.input_tokens || r.output_tokens)) context.waitUntil(limits.countTokens(r));
+  };
+  const tokenCounter: MeteringSink = { record: countTokens };
+  const withTokenCounting = (sink: MeteringSink): MeteringSink =>
+    new Proxy(sink, {
+      get(target, prop) {
+        if (prop === 'record') return (r: MeterRecord) => (countTokens(r), target.record(r));
+        const v = Reflect.get(target, prop, target);
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    });
+
   let initPromise: Promise<InitResult> | null = null;
   const init = () =>
     (initPromise ??= (async () => {
       await migrate(opts.db);
+      await secretsAtRest(opts.db, env, opts.masterKey ?? null, log);
       const proposed = (opts.processEnv ?? {}).GATEWAY_ADMIN_SECRET_KEY || `${ADMIN_KEY_PREFIX}${randomToken(32)}`;
       const admin = await env.setIfAbsent('GATEWAY_ADMIN_SECRET_KEY', proposed);
       await keys.ensure();
@@ -143,6 +175,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     await next();
     // Time spent in citygate, upstream waits excluded (for a stream: up to its first byte).
     const overhead = Math.max(0, performance.now() - started - timing.upstreamMs);
+    timing.overheadMs = overhead; // a stream's usage record, written after its last chunk, reports this
     const requestId = c.get('requestId' as never) as string | undefined;
     try {
       c.res.headers.set('x-citygate-overhead-ms', overhead.toFixed(2));
@@ -164,7 +197,14 @@ export function createGateway(opts: GatewayOptions): Gateway {
   // Before CORS: a preflight answered by the CORS middleware must see a fresh env too
   // (CORS_ORIGINS changed by another process), not a snapshot only other requests refresh.
   app.use('*', async (_c, next) => {
-    await init();
+    await init().catch((e) => {
+      // A Worker cannot refuse to start: it refuses every request instead, changing nothing.
+      if (e instanceof MasterKeyError) {
+        log('error', 'refusing to serve: wrong master key', { error: e.message });
+        throw new GatewayError(503, 'master_key_mismatch', `The gateway refuses to start: ${e.message}`);
+      }
+      throw e;
+    });
     await env.fresh();
     await next();
   });
@@ -222,6 +262,9 @@ export function createGateway(opts: GatewayOptions): Gateway {
     return new Response(body, { headers: { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'public, max-age=86400' } });
   });
 
+  app.get('/console/*', async (c) => (await serveConsole(c.req.path, opts.consoleAssets)) ?? c.notFound());
+  app.get('/console', async (c) => (await serveConsole(c.req.path, opts.consoleAssets))!);
+
   app.all('/v1/*', (c) => dispatch(c));
 
   app.notFound((c) => notFound('route_not_found', `No route ${c.req.method} ${new URL(c.req.url).pathname}.`).toResponse());
@@ -244,7 +287,17 @@ export function createGateway(opts: GatewayOptions): Gateway {
     if (!found) throw notFound('action_not_found', `The service '${serviceId}' has no action '${actionPath}'.`);
     const { action, id, restPath } = found;
     c.set('route' as never, `/v1/${serviceId}/${id}` as never);
+    if (!action.formatError) return admit(c, req, url, serviceId, action, id, restPath);
+    try {
+      return await admit(c, req, url, serviceId, action, id, restPath);
+    } catch (e) {
+      if (isGatewayError(e)) return action.formatError(e);
+      throw e;
+    }
+  }
 
+  /** Method, identity, city status and rate limits; then the action itself (run). */
+  async function admit(c: Context, req: Request, url: URL, serviceId: string, action: AnyAction, id: string, restPath: string): Promise<Response> {
     const method = req.method === 'HEAD' ? 'GET' : req.method;
     if (method !== action.method) {
       throw new GatewayError(405, 'method_not_allowed', `Use ${action.method} for /v1/${serviceId}/${id}.`, {
@@ -252,7 +305,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
       });
     }
 
-    const identity = await authenticate(req, context);
+    const identity = await authenticate(req, context, action.credentialHeader);
     c.set('identity' as never, identity as never);
     const allowed = action.auth ?? ['user'];
     if (allowed.length > 0 && !allowed.includes(identity.kind)) {
@@ -265,6 +318,23 @@ export function createGateway(opts: GatewayOptions): Gateway {
       if (status !== 'active') throw new GatewayError(401, 'invalid_token', 'The city of this token no longer exists.');
     }
 
+    // Rate limits: 429 before the body is read; the counters' state goes out as headers.
+    const admission = await limits.admit(identity, method, !!action.ipLimited, () => limits.clientIp(req, opts.socketIp?.(req, c.env) ?? null));
+    if (!admission) return run(c, action, id, restPath, identity, url);
+    let res: Response;
+    try {
+      res = await run(c, action, id, restPath, identity, url);
+    } catch (e) {
+      if (admission.inflightKey) context.waitUntil(limits.release(admission.inflightKey));
+      if (isGatewayError(e)) return withHeaders(action.formatError ? action.formatError(e) : e.toResponse(), admission.headers);
+      throw e;
+    }
+    return withHeaders(admission.inflightKey ? releasedAtEnd(res, () => context.waitUntil(limits.release(admission.inflightKey!))) : res, admission.headers);
+  }
+
+  async function run(c: Context, action: AnyAction, id: string, restPath: string, identity: Identity, url: URL): Promise<Response> {
+    const req = c.req.raw;
+    const requestId = c.get('requestId' as never) as string;
     const limit = action.maxBodyBytes ?? config.maxBodyBytes;
     let bodyRead: Promise<Uint8Array> | null = null;
     const rawBody = () => (bodyRead ??= readBody(req, limit));
@@ -320,6 +390,47 @@ export function createGateway(opts: GatewayOptions): Gateway {
     context,
   };
   return gateway;
+}
+
+/** Adds headers to a response (a copy when its headers are immutable). */
+function withHeaders(res: Response, headers: Record<string, string>): Response {
+  try {
+    for (const [k, v] of Object.entries(headers)) res.headers.set(k, v);
+    return res;
+  } catch {
+    const copy = new Response(res.body, res);
+    for (const [k, v] of Object.entries(headers)) copy.headers.set(k, v);
+    return copy;
+  }
+}
+
+/** Calls `done` once the response body has been fully sent (or abandoned). */
+function releasedAtEnd(res: Response, done: () => void): Response {
+  if (!res.body) {
+    done();
+    return res;
+  }
+  let called = false;
+  const once = () => {
+    if (!called) {
+      called = true;
+      done();
+    }
+  };
+  const body = res.body.pipeThrough(new TransformStream({ flush: once }));
+  const reader = body.getReader();
+  const stream = new ReadableStream({
+    async pull(ctrl) {
+      const { done: end, value } = await reader.read();
+      if (end) ctrl.close();
+      else ctrl.enqueue(value);
+    },
+    cancel(reason) {
+      once();
+      return reader.cancel(reason);
+    },
+  });
+  return new Response(stream, res);
 }
 
 function findAction(service: ServiceDef, path: string): { action: AnyAction; id: string; restPath: string } | null {

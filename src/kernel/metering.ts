@@ -53,6 +53,8 @@ export interface MeterRecord extends Measured {
   estimated?: boolean;
   credits: number;
   duration_ms: number;
+  /** citygate's own time in the call (the x-citygate-overhead-ms of its response), when known. */
+  overhead_ms?: number | null;
   created_at: number;
 }
 

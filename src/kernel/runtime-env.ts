@@ -3,6 +3,7 @@
 // waits on the database; writes update the snapshot at once, and other processes or
 // isolates pick changes up within `ttlMs`.
 import type { Db } from '../db/database.ts';
+import { isSealed, isSealedEnvKey, type SecretBox } from './secrets.ts';
 
 export type ProcessEnv = Record<string, string | undefined>;
 
@@ -20,6 +21,10 @@ export class RuntimeEnv {
   #proc = new Map<string, string | undefined>();
   #loadedAt = 0;
   #loading: Promise<void> | null = null;
+  /** Seals secret values on write and opens them on read (secrets at rest); null: stored in clear. */
+  #box: SecretBox | null = null;
+  /** Opened values by sealed form, so a refresh does not decrypt what it already has. */
+  #opened = new Map<string, string>();
 
   constructor(db: Db, processEnv: ProcessEnv, ttlMs = 3000) {
     this.db = db;
@@ -58,11 +63,43 @@ export class RuntimeEnv {
     return [...this.#table].map(([key, value]) => ({ key, value })).sort((a, b) => a.key.localeCompare(b.key));
   }
 
+  useSecrets(box: SecretBox | null): void {
+    this.#box = box;
+  }
+
+  /** The plaintext of a stored value (opens a sealed one). */
+  async #open(key: string, stored: string): Promise<string | undefined> {
+    if (!isSealed(stored)) return stored;
+    const hit = this.#opened.get(stored);
+    if (hit !== undefined) return hit;
+    if (!this.#box) return undefined;
+    try {
+      const plain = await this.#box.open(stored, `env:${key}`);
+      if (this.#opened.size > 10_000) this.#opened.clear();
+      this.#opened.set(stored, plain);
+      return plain;
+    } catch {
+      return undefined; // damaged or moved: as if unset (the boot check catches a wrong master key)
+    }
+  }
+
+  async #seal(key: string, value: string): Promise<string> {
+    if (!this.#box || !isSealedEnvKey(key) || value === '') return value;
+    const sealed = await this.#box.seal(value, `env:${key}`);
+    this.#opened.set(sealed, value);
+    return sealed;
+  }
+
   async refresh(): Promise<void> {
     this.#loading ??= (async () => {
       try {
         const rows = await this.db.kysely.selectFrom('env').select(['key', 'value']).execute();
-        this.#table = new Map(rows.map((r) => [r.key, r.value]));
+        const table = new Map<string, string>();
+        for (const r of rows) {
+          const v = await this.#open(r.key, r.value);
+          if (v !== undefined) table.set(r.key, v);
+        }
+        this.#table = table;
         this.#proc.clear();
         this.#loadedAt = Date.now();
       } finally {
@@ -85,12 +122,13 @@ export class RuntimeEnv {
   async setMany(entries: EnvEntry[]): Promise<void> {
     if (entries.length === 0) return;
     const t = Date.now();
+    const stored = await Promise.all(entries.map((e) => this.#seal(e.key, e.value)));
     await this.db.batch(
-      entries.map((e) =>
+      entries.map((e, i) =>
         this.db.kysely
           .insertInto('env')
-          .values({ key: e.key, value: e.value, updated_at: t })
-          .onConflict((oc) => oc.column('key').doUpdateSet({ value: e.value, updated_at: t })),
+          .values({ key: e.key, value: stored[i], updated_at: t })
+          .onConflict((oc) => oc.column('key').doUpdateSet({ value: stored[i], updated_at: t })),
       ),
     );
     for (const e of entries) this.#table.set(e.key, e.value);
@@ -100,12 +138,13 @@ export class RuntimeEnv {
   async setIfAbsent(key: string, value: string): Promise<{ value: string; inserted: boolean }> {
     const res = await this.db.kysely
       .insertInto('env')
-      .values({ key, value, updated_at: Date.now() })
+      .values({ key, value: await this.#seal(key, value), updated_at: Date.now() })
       .onConflict((oc) => oc.column('key').doNothing())
       .executeTakeFirst();
     const row = await this.db.kysely.selectFrom('env').select('value').where('key', '=', key).executeTakeFirstOrThrow();
-    this.#table.set(key, row.value);
-    return { value: row.value, inserted: Number(res.numInsertedOrUpdatedRows ?? 0) > 0 };
+    const stored = (await this.#open(key, row.value)) ?? '';
+    this.#table.set(key, stored);
+    return { value: stored, inserted: Number(res.numInsertedOrUpdatedRows ?? 0) > 0 };
   }
 
   async remove(key: string): Promise<boolean> {

@@ -2,6 +2,7 @@
 // allows and a zod schema for its input; the kernel does routing, auth, parsing and errors.
 import { z } from 'zod';
 import type { GatewayContext } from './context.ts';
+import type { GatewayError } from './errors.ts';
 import type { Identity, IdentityKind } from './identity.ts';
 import type { JobMessage } from './jobs.ts';
 
@@ -32,6 +33,8 @@ export interface RequestTiming {
   /** performance.now() when the request arrived. */
   startedAt: number;
   upstreamMs: number;
+  /** Set by the kernel once the response is ready: the x-citygate-overhead-ms it reports. */
+  overheadMs?: number;
 }
 
 export interface ActionDef<S extends z.ZodType = z.ZodType, R = unknown, O extends z.ZodType = z.ZodType> {
@@ -43,6 +46,8 @@ export interface ActionDef<S extends z.ZodType = z.ZodType, R = unknown, O exten
   /** 'raw' leaves the body unparsed (multipart uploads, signed webhooks). */
   body?: 'json' | 'raw';
   maxBodyBytes?: number;
+  /** Counted per client IP against RATE_LIMIT_GUEST_RPM (login, OAuth, checkout; never webhooks). */
+  ipLimited?: boolean;
   summary?: string;
   description?: string;
   /** Response schema: documents the JSON answer in /openapi.json and types it for the client
@@ -54,6 +59,11 @@ export interface ActionDef<S extends z.ZodType = z.ZodType, R = unknown, O exten
   bodySchema?: z.ZodType;
   /** Error statuses beyond the common ones (400, 401/403, 404, 405, 413), for the reference. */
   errors?: number[];
+  /** A header that may carry the bearer credential instead of Authorization (e.g. `x-api-key`
+   *  for clients of APIs that authenticate that way). */
+  credentialHeader?: string;
+  /** Writes this action's errors in another API's error shape (same status codes). */
+  formatError?(e: GatewayError): Response;
   handler(ctx: ActionContext<z.output<S>>): Promise<R | Response> | R | Response;
 }
 

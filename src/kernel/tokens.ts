@@ -6,6 +6,7 @@ import type { Db } from '../db/database.ts';
 import { isUniqueViolation } from '../db/database.ts';
 import { randomToken } from './crypto.ts';
 import { unauthorized } from './errors.ts';
+import { MAX_TOKEN_LIFETIME_MS, Revocations } from './revocations.ts';
 
 const ALG = 'EdDSA';
 const ISSUER = 'citygate';
@@ -16,6 +17,10 @@ export interface UserClaims {
   userId: string;
   expiresAt: number; // epoch ms
   metadata?: Record<string, unknown>;
+  /** The token's id (revocable by logout); absent only in tokens signed before it existed. */
+  jti?: string;
+  /** When it was signed, epoch ms. */
+  issuedAt?: number;
 }
 
 interface RingKey {
@@ -30,9 +35,11 @@ export class KeyRing {
   #signer: { kid: string; key: CryptoKey | Uint8Array } | null = null;
   #verified = new Map<string, UserClaims>();
   #loadedAt = 0;
+  readonly revocations: Revocations;
 
   constructor(db: Db) {
     this.db = db;
+    this.revocations = new Revocations(db);
   }
 
   /** Creates the active signing key unless one exists; concurrent first boots converge on one. */
@@ -70,7 +77,10 @@ export class KeyRing {
   async load(): Promise<void> {
     const rows = await this.db.kysely.selectFrom('signing_keys').selectAll().execute();
     const keys = new Map<string, RingKey>();
+    const now = Date.now();
     for (const r of rows) {
+      // A retired key verifies until every token it signed has expired, then leaves the JWKS.
+      if (r.status === 'retired' && r.retired_at != null && Number(r.retired_at) + MAX_TOKEN_LIFETIME_MS < now) continue;
       const publicJwk = JSON.parse(r.public_jwk) as JWK;
       keys.set(r.kid, { kid: r.kid, publicJwk, verifyKey: await importJWK(publicJwk, ALG) });
       if (r.status === 'active') this.#signer = { kid: r.kid, key: await importJWK(JSON.parse(r.private_jwk), ALG) };
@@ -83,10 +93,37 @@ export class KeyRing {
     return { keys: [...this.#keys.values()].map((k) => k.publicJwk) };
   }
 
+  /**
+   * Starts a new signing key (admin): one batch retires the active key and inserts the new
+   * one. Other processes sign with the new key once they reload (within a minute); tokens of
+   * every key keep verifying until they expire.
+   */
+  async rotate(): Promise<{ kid: string; retired: string[] }> {
+    const { publicKey, privateKey } = await generateKeyPair(ALG, { crv: 'Ed25519', extractable: true });
+    const kid = randomToken(12);
+    const publicJwk = { ...(await exportJWK(publicKey)), kid, alg: ALG, use: 'sig' };
+    const privateJwk = { ...(await exportJWK(privateKey)), kid, alg: ALG };
+    const t = Date.now();
+    const [retired] = await this.db.batch([
+      this.db.kysely.updateTable('signing_keys').set({ status: 'retired', retired_at: t }).where('status', '=', 'active').returning('kid'),
+      this.db.kysely.insertInto('signing_keys').values({
+        kid,
+        alg: ALG,
+        private_jwk: JSON.stringify(privateJwk),
+        public_jwk: JSON.stringify(publicJwk),
+        status: 'active',
+        created_at: t,
+      }),
+    ]);
+    await this.load();
+    return { kid, retired: retired.rows.map((r) => String(r.kid)) };
+  }
+
   async sign(c: UserClaims): Promise<string> {
-    if (!this.#signer) await this.ensure();
+    // Another process may have rotated the key: pick the new one up within a minute.
+    if (!this.#signer || Date.now() - this.#loadedAt > 60_000) await this.ensure();
     const signer = this.#signer!;
-    const jwt = new SignJWT({ cid: c.cityId, ...(c.metadata ? { md: c.metadata } : {}) })
+    const jwt = new SignJWT({ cid: c.cityId, iam: Date.now(), ...(c.metadata ? { md: c.metadata } : {}) })
       .setProtectedHeader({ alg: ALG, kid: signer.kid, typ: 'JWT' })
       .setIssuer(ISSUER)
       .setSubject(c.userId)
@@ -96,13 +133,23 @@ export class KeyRing {
     return jwt.sign(signer.key);
   }
 
-  /** Verifies a user token; verified tokens are cached until they expire. */
+  /**
+   * Verifies a user token; verified tokens are cached until they expire, and every answer,
+   * cached or not, is checked against the revocations (polled every 2 s at most).
+   */
   async verify(token: string): Promise<UserClaims> {
+    await this.revocations.fresh();
     const hit = this.#verified.get(token);
     if (hit) {
-      if (hit.expiresAt > Date.now()) return hit;
-      this.#verified.delete(token);
-      throw unauthorized('token_expired', 'The user token has expired.');
+      if (hit.expiresAt <= Date.now()) {
+        this.#verified.delete(token);
+        throw unauthorized('token_expired', 'The user token has expired.');
+      }
+      if (this.revocations.isRevoked(hit as UserClaims & { issuedAt: number })) {
+        this.#verified.delete(token);
+        throw unauthorized('token_revoked', 'The user token has been revoked.');
+      }
+      return hit;
     }
     let payload;
     try {
@@ -119,7 +166,11 @@ export class KeyRing {
       userId: payload.sub,
       expiresAt: payload.exp * 1000,
       metadata: payload.md as Record<string, unknown> | undefined,
+      jti: typeof payload.jti === 'string' ? payload.jti : undefined,
+      // Milliseconds when present (revoke-then-issue within one second must work), else iat.
+      issuedAt: typeof payload.iam === 'number' ? payload.iam : typeof payload.iat === 'number' ? payload.iat * 1000 : 0,
     };
+    if (this.revocations.isRevoked(claims as UserClaims & { issuedAt: number })) throw unauthorized('token_revoked', 'The user token has been revoked.');
     if (this.#verified.size >= CACHE_MAX) this.#verified.delete(this.#verified.keys().next().value!);
     this.#verified.set(token, claims);
     return claims;
@@ -129,7 +180,7 @@ export class KeyRing {
     if (!kid) throw new Error('no kid');
     // A key another process created since we loaded; reloads are rate-limited so forged
     // tokens with random kids cannot turn into database load.
-    if (!this.#keys.has(kid) && Date.now() - this.#loadedAt > 5000) await this.load();
+    if (!this.#keys.has(kid) && Date.now() - this.#loadedAt > 1000) await this.load();
     const k = this.#keys.get(kid);
     if (!k) throw new Error('unknown kid');
     return k.verifyKey;

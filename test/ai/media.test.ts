@@ -81,7 +81,7 @@ describe('catalog', () => {
     const a = await w.admin.get('/v1/ai/models');
     assert.deepEqual(a.body.items.find((m: any) => m.id === 'stub-model').price, { input_per_mtok: 1000, output_per_mtok: 2000 });
     const aliased = a.body.items.find((m: any) => m.id === 'aliased');
-    assert.deepEqual([aliased.modalities, aliased.default_modes], [['text'], ['text', 'stream', 'compat']]);
+    assert.deepEqual([aliased.modalities, aliased.default_modes], [['text'], ['text', 'stream', 'compat', 'responses', 'messages']]);
     const r = await alice().post('/v1/ai/chat/completions', { model: 'aliased', messages: [{ role: 'user', content: 'x' }] });
     assert.equal(r.status, 400);
     assert.equal(errorOf(r).code, 'mode_not_supported');

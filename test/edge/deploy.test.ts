@@ -131,7 +131,7 @@ function sandbox(label: string) {
 }
 
 const label = (c: Call) =>
-  c.kind === 'script' ? `script ${c.name}` : c.argv!.slice(0, { r2: 3, d1: 2, queues: 2 }[c.argv![0]] ?? 1).join(' ');
+  c.kind === 'script' ? `script ${c.name}` : c.argv!.slice(0, { r2: 3, d1: 2, queues: 2, secret: 2 }[c.argv![0]] ?? 1).join(' ');
 const progress = (r: CliResult) => r.stdout.split('\n').filter((l) => /^[✓✗-] /.test(l)).map((l) => l.slice(2).trim().split(/\s+/)[0]);
 const version = (dir: string) => JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')).version as string;
 const leftovers = (dir: string) => readdirSync(dir).filter((f) => f.startsWith('.citygate-wrangler-'));
@@ -213,13 +213,24 @@ describe('citygate deploy', () => {
       'r2 bucket list',
       'r2 bucket create',
       'deploy',
+      'secret list',
+      'secret put',
       'd1 execute',
     ]);
   });
 
+  test('the first deploy sets the master key Worker secret once, through stdin, and shows it once', () => {
+    const put = s.wranglerCalls().find((c) => c.argv![0] === 'secret' && c.argv![1] === 'put')!;
+    assert.deepEqual(put.argv!.slice(0, 3), ['secret', 'put', 'CITYGATE_MASTER_KEY']);
+    const shown = /generated the master key[^\n]*\n\n\s+(\S+)/.exec(first.stdout)?.[1];
+    assert.ok(shown && /^[A-Za-z0-9_-]{43}$/.test(shown), first.stdout);
+    assert.equal(put.argv!.includes(shown), false, 'the key is never on the command line');
+    assert.match(first.stdout, /deploy\s+.*\(master key secret set\)/);
+  });
+
   test('--account-id reaches every wrangler call (CLOUDFLARE_ACCOUNT_ID) and the generated config', () => {
     const calls = s.wranglerCalls();
-    assert.equal(calls.length, 9);
+    assert.equal(calls.length, 11);
     for (const c of calls) assert.equal(c.account, ACCOUNT, `${label(c)} got the account id`);
     const deploy = calls.find((c) => c.argv![0] === 'deploy')!;
     assert.equal(deploy.config.account_id, ACCOUNT);
@@ -240,6 +251,9 @@ describe('citygate deploy', () => {
     assert.deepEqual(c.r2_buckets, [{ binding: 'MEDIA', bucket_name: 'edge-gw-media' }]);
     assert.equal(c.vars.CITYGATE_STORAGE_PUBLIC_URL, 'https://media.example.com');
     assert.equal(c.vars.CITYGATE_VERSION, '0.1.1');
+    // The admin console goes up as the Worker's static assets.
+    assert.match(c.assets.directory, /console\/dist$/);
+    assert.ok(existsSync(join(c.assets.directory, 'console/index.html')));
     const exec = s.wranglerCalls().find((x) => x.argv![1] === 'execute')!;
     assert.ok(exec.argv!.includes(`SELECT value FROM env WHERE key = 'GATEWAY_ADMIN_SECRET_KEY'`));
     assert.ok(exec.argv!.includes('--remote'));
@@ -357,6 +371,8 @@ describe('citygate deploy', () => {
     assert.match(r.stdout, /- verify\s+skipped/);
     const calls = s.calls().slice(before).map(label);
     assert.ok(!calls.some((c) => c.endsWith('create')), calls.join(', '));
+    assert.ok(calls.includes('secret list') && !calls.includes('secret put'), 'the master key is set once, never replaced');
+    assert.doesNotMatch(r.stdout, /generated the master key/);
     assert.equal(version(dir), '0.1.2');
     const list = await s.cli(['cities', 'list', '--json']);
     assert.ok(JSON.parse(list.stdout).items.some((c: { city_id: string }) => c.city_id === 'deployed'));

@@ -40,6 +40,7 @@ interface Deployed {
   databases: string[];
 }
 interface State {
+  secrets?: Record<string, string>;
   databases: { uuid: string; name: string; created_at: string }[];
   queues: { queue_id: string; queue_name: string; created_on: string }[];
   buckets: { name: string; creation_date: string }[];
@@ -149,6 +150,23 @@ async function main(): Promise<number> {
     save();
     banner();
     console.log(`Creating bucket '${name}'...\n✅ Created bucket '${name}' with default storage class of Standard.`);
+    return 0;
+  }
+  if (argv[0] === 'secret' && argv[1] === 'list') {
+    // wrangler 4 prints the JSON list (default --format json), without a banner.
+    console.log(JSON.stringify(Object.keys(state.secrets ?? {}).map((name) => ({ name, type: 'secret_text' })), null, 2));
+    return 0;
+  }
+  if (argv[0] === 'secret' && argv[1] === 'put') {
+    const value = readFileSync(0, 'utf8').trim(); // stdin, as wrangler reads a piped secret
+    if (!value) {
+      console.error('✘ [ERROR] Secret value is empty');
+      return 1;
+    }
+    state.secrets = { ...state.secrets, [argv[2]]: value };
+    save();
+    banner();
+    console.log(`🌀 Creating the secret for the Worker "${(config as { name?: string })?.name ?? 'worker'}"\n✨ Success! Uploaded secret ${argv[2]}`);
     return 0;
   }
   if (argv[0] === 'deploy') {

@@ -8,7 +8,10 @@ import { startGateway, type TestGateway } from '../helpers/gateway.ts';
 import { call, client, errorOf } from '../helpers/http.ts';
 import { readFileSync } from 'node:fs';
 import { bundleWorker, nodeBuiltinImports, startWorker, type TestWorker } from '../helpers/worker.ts';
-import { startOpenAIStub, type OpenAIStub } from '../stubs/openai.ts';
+import { startOpenAIStub, stubVector, type OpenAIStub } from '../stubs/openai.ts';
+import { startAnthropicStub, type AnthropicStub } from '../stubs/anthropic.ts';
+import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
 import { R2BlobStore } from '../../src/runtimes/workers/r2.ts';
 import { conformance } from './conformance.ts';
 import { until } from '../helpers/wait.ts';
@@ -18,11 +21,16 @@ const PROBE_ENTRY = join(import.meta.dirname, 'fixtures/probe-worker.ts');
 
 let bundle: string;
 let stub: OpenAIStub;
+let claude: AnthropicStub;
 before(async () => {
   bundle = bundleWorker(PROBE_ENTRY);
   stub = await startOpenAIStub({ slowMs: 1500 });
+  claude = await startAnthropicStub();
 });
-after(() => stub?.close());
+after(async () => {
+  await stub?.close();
+  await claude?.close();
+});
 
 describe('Worker in workerd (Miniflare, local D1/Queues/R2)', () => {
   let w: TestWorker;
@@ -41,6 +49,8 @@ describe('Worker in workerd (Miniflare, local D1/Queues/R2)', () => {
         OPENAI_BASE_URL: stub.url,
         AI_VIDEO_POLL_MS: '50',
         GATEWAY_CITY_BASE_URL: 'https://from-a-var.example.com',
+        CLAUDE_STUB_KEY: claude.apiKey,
+        CLAUDE_STUB_URL: claude.url,
       },
     });
     // Seed §1: the first GET /health initializes the service.
@@ -147,6 +157,42 @@ describe('Worker in workerd (Miniflare, local D1/Queues/R2)', () => {
       assert.ok(u.body.items.every((m: object) => !('env_requirements' in m)));
       const a = await call(w.url, 'GET', '/v1/ai/models', { token: adminKey });
       assert.ok(a.body.items.every((m: object) => 'env_requirements' in m));
+    });
+
+    test('the client APIs: models.list, embeddings, Responses and Messages (plain and streamed) through the official clients', async () => {
+      const oa = new OpenAI({ baseURL: `${w.url}/v1/ai`, apiKey: alice, maxRetries: 0 });
+      const ids: string[] = [];
+      for await (const m of oa.models.list()) ids.push(m.id);
+      assert.ok(ids.includes('stub-model') && ids.includes('claude') && ids.includes('openai/text-embedding-3-small'), ids.join());
+      const e = await oa.embeddings.create({ model: 'openai/text-embedding-3-small', input: 'edge words' });
+      assert.deepEqual(e.data[0].embedding, stubVector('edge words', 1536));
+      const r = await oa.responses.create({ model: 'stub-model', input: 'hello edge', instructions: 'sys' });
+      assert.equal(r.output_text, 'Hello from stub: hello edge');
+      let deltas = '';
+      let completed = false;
+      for await (const ev of await oa.responses.create({ model: 'stub-model', input: 'streamed edge', stream: true })) {
+        if (ev.type === 'response.output_text.delta') deltas += ev.delta;
+        if (ev.type === 'response.completed') completed = (ev.response.usage?.output_tokens ?? 0) > 0;
+      }
+      assert.deepEqual([deltas, completed], ['Hello from stub: streamed edge', true]);
+      const an = new Anthropic({ baseURL: `${w.url}/v1/ai`, apiKey: alice, maxRetries: 0 });
+      for (const [model, reply] of [['stub-model', 'Hello from stub: hi edge'], ['claude', 'Hello from anthropic stub: hi edge']]) {
+        const m = await an.messages.create({ model, max_tokens: 50, messages: [{ role: 'user', content: 'hi edge' }] });
+        assert.equal((m.content[0] as Anthropic.TextBlock).text, reply);
+        const s = await an.messages.stream({ model, max_tokens: 50, messages: [{ role: 'user', content: 'hi edge' }] }).finalMessage();
+        assert.deepEqual([(s.content[0] as Anthropic.TextBlock).text, s.usage.output_tokens > 0], [reply, true]);
+      }
+      const viaKey = await call(w.url, 'POST', '/v1/ai/v1/messages/count_tokens', { headers: { 'x-api-key': alice }, body: { model: 'claude', messages: [{ role: 'user', content: 'a b c' }] } });
+      assert.deepEqual([viaKey.status, viaKey.body.input_tokens], [200, 6]);
+      const bad = await call(w.url, 'POST', '/v1/ai/v1/messages', { headers: { 'x-api-key': 'nope' }, body: { model: 'claude', max_tokens: 5, messages: [] } });
+      assert.deepEqual([bad.status, bad.body.type, bad.body.error?.type], [401, 'error', 'authentication_error']);
+      // every call metered with its mode (the priced embedding model charged too)
+      const modes = await until('usage records', async () => {
+        const items = (await client(w.url, alice).get('/v1/usage/me?limit=200')).body.items as { mode: string; credits: number; model: string }[];
+        const m = new Set(items.map((i) => i.mode));
+        return m.has('embeddings') && m.has('responses') && items.filter((i) => i.mode === 'messages').length >= 4 ? items : null;
+      });
+      assert.ok(modes.some((i) => i.mode === 'embeddings' && i.credits === 1));
     });
 
     test('an image job completes through the local queue; the file is served from R2 through the gateway', async () => {

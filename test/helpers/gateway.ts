@@ -50,6 +50,8 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
     HOST: '127.0.0.1',
     PORT: '0',
     DATABASE_PATH: dbPath,
+    // Tests make many guest calls from one address; rate-limit tests set their own limit.
+    RATE_LIMIT_GUEST_RPM: '0',
     ...opts.env,
   };
   for (const k of Object.keys(env)) if (env[k] === undefined) delete env[k];

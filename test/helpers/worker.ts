@@ -78,6 +78,8 @@ export interface WorkerStartOptions {
   vars?: Record<string, string>;
   /** Declares R2 storage (binding MEDIA). */
   storage?: boolean | { publicUrlPrefix?: string };
+  /** A static-assets directory served before the Worker, as `citygate deploy` uploads the console's. */
+  assets?: string;
   /** A second Worker (its own isolate) on the same D1, reached at http://second.local/ via dispatch. */
   secondIsolate?: boolean;
 }
@@ -113,7 +115,12 @@ export async function startWorker(opts: WorkerStartOptions = {}): Promise<TestWo
     d1Databases: { DB: 'citygate-test-db' },
     queueProducers: { JOBS: { queueName: QUEUE_NAME } },
     ...(storage ? { r2Buckets: { MEDIA: 'citygate-test-media' } } : {}),
+    ...(opts.assets ? { assets: { directory: opts.assets, routerConfig: { has_user_worker: true }, assetConfig: { html_handling: 'auto-trailing-slash', not_found_handling: 'none' } } } : {}),
     bindings: {
+      // What `citygate deploy` sets once as a Worker secret (secrets at rest, issue 15).
+      CITYGATE_MASTER_KEY: 'd'.repeat(64),
+      // Tests make many guest calls from one address; rate-limit tests set their own limit.
+      RATE_LIMIT_GUEST_RPM: '0',
       ...(storage ? { CITYGATE_STORAGE_BINDING: 'MEDIA' } : {}),
       ...(storage?.publicUrlPrefix ? { CITYGATE_STORAGE_PUBLIC_URL: storage.publicUrlPrefix } : {}),
       ...opts.vars,

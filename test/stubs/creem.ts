@@ -255,6 +255,36 @@ export async function startCreemStub(opts: CreemStubOptions = {}) {
     return event;
   }
 
+  /**
+   * A refund of a completed checkout's order (Creem's refund.created event: a refund object with
+   * refund_amount / refund_currency, the transaction, the checkout and the order it reverses).
+   */
+  function refund(id: string, amount?: number): CreemEvent {
+    const checkout = checkouts.get(id);
+    if (!checkout || checkout.status !== "completed" || !checkout.order) throw new Error(`creem stub: checkout ${id} is not completed`);
+    const order = checkout.order;
+    const paid = order["amount_paid"] as number;
+    const refundAmount = amount ?? paid;
+    const stamp = Date.now();
+    const refundObject = {
+      id: nextId("ref_", 22),
+      object: "refund",
+      status: "succeeded",
+      refund_amount: refundAmount,
+      refund_currency: order["currency"],
+      reason: "requested_by_customer",
+      transaction: { id: order["transaction"], object: "transaction", amount: order["amount"], amount_paid: paid, currency: order["currency"], status: refundAmount >= paid ? "refunded" : "partially_refunded", order: order["id"], mode: "test" },
+      checkout: { id: checkout.id, object: "checkout", request_id: checkout.request_id, metadata: checkout.metadata, status: checkout.status, mode: "test" },
+      order: { ...order },
+      customer: checkout.customerObject,
+      created_at: stamp,
+      mode: "test",
+    };
+    const event: CreemEvent = { id: nextId("evt_", 22), eventType: "refund.created", created_at: stamp, object: refundObject };
+    events.push(event);
+    return event;
+  }
+
   function successRedirect(checkout: CreemCheckout): string {
     const product = products.get(checkout.product)!;
     const base = checkout.success_url ?? product.default_success_url ?? `${origin}/test/success`;
@@ -377,6 +407,8 @@ export async function startCreemStub(opts: CreemStubOptions = {}) {
     completeCheckout: complete,
     /** POSTs the event as Creem does (compact JSON body, creem-signature header) */
     deliverWebhook,
+    /** refunds a completed checkout (all of it unless `amount`) and returns the refund.created event (not delivered) */
+    refundCheckout: refund,
     /** completeCheckout + deliverWebhook to the configured URL */
     async pay(id: string, buyer?: { email?: string; name?: string }) {
       const event = complete(id, buyer);

@@ -242,6 +242,44 @@ describe("media", () => {
     await assert.rejects(client.videos.retrieve("video_nope"), (e: unknown) => e instanceof OpenAI.NotFoundError);
   });
 
+  test("embeddings: the client's default base64 and explicit float decode to the same unit vectors; token arrays; dimensions", async () => {
+    const b64 = await client.embeddings.create({ model: "text-embedding-3-small", input: ["hello world", "a b c"] });
+    assert.equal(b64.data.length, 2);
+    assert.equal(b64.data[0].embedding.length, 1536);
+    assert.equal((stub.requests.at(-1)!.body as any).encoding_format, "base64", "the openai client asks for base64");
+    const flt = await client.embeddings.create({ model: "text-embedding-3-small", input: ["hello world", "a b c"], encoding_format: "float" });
+    assert.deepEqual(flt.data[1].embedding, b64.data[1].embedding);
+    assert.ok(Math.abs(flt.data[0].embedding.reduce((s, x) => s + x * x, 0) - 1) < 1e-4, "unit length");
+    assert.deepEqual([flt.usage.prompt_tokens, flt.usage.total_tokens], [5, 5]);
+    const tok = await client.embeddings.create({ model: "text-embedding-3-large", input: [[1, 2, 3], [4]], dimensions: 8 });
+    assert.deepEqual([tok.data[0].embedding.length, tok.usage.prompt_tokens], [8, 4]);
+    await assert.rejects(client.embeddings.create({ model: "text-embedding-3-small", input: [] }), (e: unknown) => e instanceof OpenAI.BadRequestError);
+  });
+
+  test("responses: 404 by default (a chat-only API); with responsesApi, plain and streamed like the chat rules", async () => {
+    await assert.rejects(client.responses.create({ model: "gpt-4o-mini", input: "hi" }), (e: unknown) => e instanceof OpenAI.NotFoundError);
+    const full = await startOpenAIStub({ responsesApi: true });
+    try {
+      const c = new OpenAI({ baseURL: full.url, apiKey: "sk-stub", maxRetries: 0 });
+      const r = await c.responses.create({ model: "gpt-4o-mini", instructions: "be brief", input: "hello there" });
+      assert.equal(r.output_text, "Hello from stub: hello there");
+      assert.deepEqual([r.usage?.input_tokens, r.usage?.output_tokens], [2 + 3 + 2 + 3, 5]);
+      const s = c.responses.stream({ model: "gpt-4o-mini", input: "one two" });
+      let text = "";
+      s.on("response.output_text.delta", (e) => (text += e.delta));
+      const final = await s.finalResponse();
+      assert.equal(text, "Hello from stub: one two");
+      assert.equal(final.usage?.output_tokens, 5);
+      const tool = await c.responses.create({ model: "gpt-4o-mini", input: "Paris", tools: [{ type: "function", name: "w", parameters: { type: "object", properties: { city: { type: "string" } } }, strict: false }] });
+      const fc = tool.output[0] as OpenAI.Responses.ResponseFunctionToolCall;
+      assert.deepEqual([fc.type, JSON.parse(fc.arguments)], ["function_call", { city: "Paris" }]);
+      const back = await c.responses.create({ model: "gpt-4o-mini", input: [{ role: "user", content: "Paris" }, fc, { type: "function_call_output", call_id: fc.call_id, output: "sunny" }] });
+      assert.equal(back.output_text, "Tool result received: sunny");
+    } finally {
+      await full.close();
+    }
+  });
+
   test("models list", async () => {
     const ids = [];
     for await (const m of client.models.list()) ids.push(m.id);

@@ -9,6 +9,16 @@
 // Every /v1 route needs `Authorization: Bearer <opts.apiKey>` (default "sk-stub"), else 401
 // in OpenAI's error shape. Routes:
 //   POST /v1/chat/completions          JSON or SSE (stream: true); tools; response_format
+//   POST /v1/embeddings                input: string | string[] | token array | token arrays;
+//                                      encoding_format float (default) | base64 (little-endian
+//                                      float32); dimensions (text-embedding-3-* only; default
+//                                      1536, 3072 for -large); deterministic unit vectors;
+//                                      usage.prompt_tokens = Σ words(string) or token-array length
+//   POST /v1/responses                 only with opts.responsesApi: the Responses API, JSON or
+//                                      SSE (typed events, sequence_number, response.completed
+//                                      with usage); input, instructions, function tools and
+//                                      function_call / function_call_output items are mapped to
+//                                      the chat rules below (same replies, same token counts)
 //   GET  /v1/models, /v1/models/{id}
 //   POST /v1/images/generations        b64_json (default) or url (response_format "url", and
 //                                      the default for dall-e-*) → GET /files/images/{name}.png
@@ -85,6 +95,9 @@ export type OpenAIStubOptions = {
   videoPolls?: number;
   /** Record requests in `requests`. Default true; benchmarks turn it off. */
   record?: boolean;
+  /** Serve POST /v1/responses too (like OpenAI itself). Default false: an OpenAI-compatible
+   *  API that only has chat/completions (and embeddings) answers it 404. */
+  responsesApi?: boolean;
 };
 
 export type RecordedRequest = {
@@ -148,6 +161,8 @@ type Ctx = {
 
 const MODELS = [
   "gpt-4o-mini",
+  "text-embedding-3-small",
+  "text-embedding-3-large",
   "gpt-4o",
   "gpt-4.1-mini",
   "gpt-image-1",
@@ -312,6 +327,95 @@ export async function startOpenAIStub(opts: OpenAIStubOptions = {}): Promise<Ope
       res.write(events[i]);
     }
     res.end(events.slice(streamSlowChunks + 1).join(""));
+  }
+
+  // ---- embeddings ----------------------------------------------------------------------
+  function embeddings(ctx: Ctx, body: Record<string, unknown>): void {
+    if (typeof body.model !== "string" || !body.model) return sendError(ctx, missingParam("model"));
+    const input = body.input;
+    const isTokens = (x: unknown): x is number[] => Array.isArray(x) && x.length > 0 && x.every((t) => Number.isInteger(t) && (t as number) >= 0);
+    let items: (string | number[])[];
+    if (typeof input === "string") items = [input];
+    else if (isTokens(input)) items = [input];
+    else if (Array.isArray(input) && input.length > 0 && input.every((x) => typeof x === "string" || isTokens(x))) items = input as (string | number[])[];
+    else return sendError(ctx, invalidValue("input", "'$.input' is invalid. Please check the API reference: https://platform.openai.com/docs/api-reference."));
+    if (items.some((x) => x === "")) return sendError(ctx, invalidValue("input", "'$.input' is invalid: empty strings are not allowed."));
+    const format = body.encoding_format ?? "float";
+    if (format !== "float" && format !== "base64") {
+      return sendError(ctx, invalidValue("encoding_format", `Invalid value: '${String(format)}'. Supported values are: 'float' and 'base64'.`));
+    }
+    const full = body.model.endsWith("-large") ? 3072 : 1536;
+    let dims = full;
+    if (body.dimensions !== undefined) {
+      if (!body.model.startsWith("text-embedding-3")) return sendError(ctx, invalidValue("dimensions", "This model does not support specifying dimensions."));
+      if (!Number.isInteger(body.dimensions) || (body.dimensions as number) < 1 || (body.dimensions as number) > full) {
+        return sendError(ctx, invalidValue("dimensions", `Invalid 'dimensions': expected an integer between 1 and ${full}.`));
+      }
+      dims = body.dimensions as number;
+    }
+    let prompt = 0;
+    const data = items.map((x, index) => {
+      prompt += typeof x === "string" ? countWords(x) : x.length;
+      const v = stubVector(typeof x === "string" ? x : x.join(","), dims);
+      const embedding = format === "base64" ? Buffer.from(new Float32Array(v).buffer).toString("base64") : v;
+      return { object: "embedding", index, embedding };
+    });
+    sendJson(ctx, 200, JSON.stringify({ object: "list", data, model: body.model, usage: { prompt_tokens: prompt, total_tokens: prompt } }));
+  }
+
+  // ---- responses (only with opts.responsesApi) -------------------------------------------
+  function responsesRoute(ctx: Ctx, body: Record<string, any>): void {
+    if (typeof body.model !== "string" || !body.model) return sendError(ctx, missingParam("model"));
+    const messages: ChatMessage[] = [];
+    if (typeof body.instructions === "string") messages.push({ role: "system", content: body.instructions });
+    const text = (c: unknown) => (typeof c === "string" ? c : Array.isArray(c) ? c.map((p: any) => p?.text ?? "").join(" ") : "");
+    if (typeof body.input === "string") messages.push({ role: "user", content: body.input });
+    else if (Array.isArray(body.input)) {
+      for (const item of body.input) {
+        const type = item?.type ?? "message";
+        if (type === "message") messages.push({ role: item.role === "developer" ? "system" : item.role, content: text(item.content) });
+        else if (type === "function_call") messages.push({ role: "assistant", content: null, tool_calls: [{ id: item.call_id, type: "function", function: { name: item.name, arguments: item.arguments } }] });
+        else if (type === "function_call_output") messages.push({ role: "tool", tool_call_id: item.call_id, content: text(item.output) });
+        else return sendError(ctx, invalidValue("input", `Invalid input item type '${type}'.`));
+      }
+    } else return sendError(ctx, missingParam("input"));
+    const tools = Array.isArray(body.tools) ? body.tools.filter((t: any) => t?.type === "function").map((t: any) => ({ type: "function", function: { name: t.name, parameters: t.parameters } })) : undefined;
+    const toolChoice = body.tool_choice?.type === "function" ? { type: "function", function: { name: body.tool_choice.name } } : body.tool_choice;
+    const plan = planChat({ model: body.model, messages, tools, tool_choice: toolChoice, max_tokens: body.max_output_tokens }, messages, ctx.seq);
+    const id = `resp_stub${ctx.seq}`;
+    const usage = { input_tokens: plan.promptTokens, input_tokens_details: { cached_tokens: 0 }, output_tokens: plan.completionTokens, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: plan.promptTokens + plan.completionTokens };
+    const item = plan.toolCall
+      ? { type: "function_call", id: `fc_stub${ctx.seq}`, call_id: plan.toolCall.id, name: plan.toolCall.name, arguments: plan.toolCall.arguments, status: "completed" }
+      : { type: "message", id: `msg_stub${ctx.seq}`, status: "completed", role: "assistant", content: [{ type: "output_text", text: plan.content ?? "", annotations: [], logprobs: [] }] };
+    const status = plan.finishReason === "length" ? "incomplete" : "completed";
+    const response = (st: string, output: unknown[], u: unknown) => ({
+      id, object: "response", created_at: Math.floor(Date.now() / 1000), status: st, error: null,
+      incomplete_details: st === "incomplete" ? { reason: "max_output_tokens" } : null, instructions: body.instructions ?? null,
+      max_output_tokens: body.max_output_tokens ?? null, model: body.model, output, parallel_tool_calls: true, previous_response_id: null,
+      store: body.store ?? true, temperature: 1, text: { format: { type: "text" } }, tool_choice: body.tool_choice ?? "auto", tools: body.tools ?? [],
+      top_p: 1, truncation: "disabled", usage: u, metadata: {},
+    });
+    if (body.stream !== true) return sendJson(ctx, 200, JSON.stringify(response(status, [item], usage)));
+    let n = 0;
+    const ev = (type: string, data: object) => `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: n++, ...data })}\n\n`;
+    const out = [ev("response.created", { response: response("in_progress", [], null) }), ev("response.in_progress", { response: response("in_progress", [], null) })];
+    if (item.type === "function_call") {
+      out.push(ev("response.output_item.added", { output_index: 0, item: { ...item, arguments: "", status: "in_progress" } }));
+      out.push(ev("response.function_call_arguments.delta", { item_id: item.id, output_index: 0, delta: item.arguments }));
+      out.push(ev("response.function_call_arguments.done", { item_id: item.id, output_index: 0, arguments: item.arguments }));
+    } else {
+      const t = (item as any).content[0].text as string;
+      out.push(ev("response.output_item.added", { output_index: 0, item: { ...item, status: "in_progress", content: [] } }));
+      out.push(ev("response.content_part.added", { item_id: item.id, output_index: 0, content_index: 0, part: { type: "output_text", text: "", annotations: [] } }));
+      for (const piece of t.match(/\s*\S+/g) ?? []) out.push(ev("response.output_text.delta", { item_id: item.id, output_index: 0, content_index: 0, delta: piece, logprobs: [] }));
+      out.push(ev("response.output_text.done", { item_id: item.id, output_index: 0, content_index: 0, text: t, logprobs: [] }));
+      out.push(ev("response.content_part.done", { item_id: item.id, output_index: 0, content_index: 0, part: (item as any).content[0] }));
+    }
+    out.push(ev("response.output_item.done", { output_index: 0, item }));
+    out.push(ev(status === "completed" ? "response.completed" : "response.incomplete", { response: response(status, [item], usage) }));
+    if (ctx.res.destroyed) return;
+    ctx.res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "x-request-id": `req_stub${ctx.seq}` });
+    ctx.res.end(out.join(""));
   }
 
   // ---- images --------------------------------------------------------------------------
@@ -527,6 +631,11 @@ export async function startOpenAIStub(opts: OpenAIStubOptions = {}): Promise<Ope
       if (failure) return sendError(ctx, failure);
       if (b.model === "stub-slow" && !(await wait(ctx.res, slowMs))) return;
       switch (path) {
+        case "/v1/embeddings":
+          return embeddings(ctx, b);
+        case "/v1/responses":
+          if (opts.responsesApi) return responsesRoute(ctx, b);
+          break;
         case "/v1/images/generations":
           return imagesGenerations(ctx, b);
         case "/v1/audio/speech":
@@ -626,3 +735,19 @@ export async function startOpenAIStub(opts: OpenAIStubOptions = {}): Promise<Ope
 }
 
 export { countWords, promptTokens, words, messageText } from "./openai-chat.ts";
+
+/** The stub's embedding of a text: a deterministic unit vector (float32-exact values). */
+export function stubVector(text: string, dims: number): number[] {
+  let h = 2166136261;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 16777619);
+  const v: number[] = [];
+  let norm = 0;
+  for (let i = 0; i < dims; i++) {
+    h = Math.imul(h ^ (h >>> 15), 2246822507) ^ i;
+    const x = ((h >>> 0) % 2001) / 1000 - 1;
+    v.push(x);
+    norm += x * x;
+  }
+  const n = Math.sqrt(norm) || 1;
+  return Array.from(new Float32Array(v.map((x) => x / n)));
+}

@@ -19,11 +19,34 @@ export type StripeEvent = {
   object: "event";
   api_version: string;
   created: number;
-  data: { object: StripeCheckoutSession; previous_attributes?: Record<string, unknown> };
+  data: { object: StripeCheckoutSession | StripeCharge | StripeDispute; previous_attributes?: Record<string, unknown> };
   livemode: false;
   pending_webhooks: number;
   request: { id: string | null; idempotency_key: string | null };
   type: string;
+};
+
+/** The Charge of a paid Checkout Session (what charge.refunded carries). */
+export type StripeCharge = Record<string, unknown> & {
+  id: string;
+  object: "charge";
+  amount: number;
+  amount_captured: number;
+  amount_refunded: number;
+  currency: string;
+  payment_intent: string;
+  refunded: boolean;
+};
+
+/** A dispute (chargeback) of a charge (what charge.dispute.created carries). */
+export type StripeDispute = Record<string, unknown> & {
+  id: string;
+  object: "dispute";
+  amount: number;
+  charge: string;
+  currency: string;
+  payment_intent: string;
+  status: string;
 };
 
 export type StripeCheckoutSession = Record<string, unknown> & {
@@ -332,6 +355,88 @@ export async function startStripeStub(opts: StripeStubOptions = {}) {
     return event;
   }
 
+  const charges = new Map<string, StripeCharge>(); // by session id
+
+  function objectEvent(type: string, object: StripeCharge | StripeDispute, sessionId: string, previous?: Record<string, unknown>): StripeEvent {
+    const event: StripeEvent = {
+      id: nextId("evt_1", 23),
+      object: "event",
+      api_version: apiVersions.get(sessionId) ?? defaultApiVersion,
+      created: now(),
+      data: previous ? { object: structuredClone(object), previous_attributes: previous } : { object: structuredClone(object) },
+      livemode: false,
+      pending_webhooks: 1,
+      request: { id: null, idempotency_key: null },
+      type,
+    };
+    events.push(event);
+    return event;
+  }
+
+  function chargeOf(sessionId: string): StripeCharge {
+    const s = sessions.get(sessionId);
+    if (!s || s.payment_status !== "paid" || typeof s["payment_intent"] !== "string") throw new Error(`stripe stub: session ${sessionId} is not paid`);
+    let c = charges.get(sessionId);
+    if (!c) {
+      c = {
+        id: nextId("ch_3", 21),
+        object: "charge",
+        amount: s.amount_total ?? 0,
+        amount_captured: s.amount_total ?? 0,
+        amount_refunded: 0,
+        balance_transaction: nextId("txn_3", 21),
+        captured: true,
+        created: now(),
+        currency: s.currency ?? "usd",
+        customer: null,
+        description: null,
+        disputed: false,
+        livemode: false,
+        metadata: {},
+        paid: true,
+        payment_intent: s["payment_intent"] as string,
+        payment_method: nextId("pm_1", 23),
+        receipt_url: `${origin}/receipts/${sessionId}`,
+        refunded: false,
+        status: "succeeded",
+      };
+      charges.set(sessionId, c);
+    }
+    return c;
+  }
+
+  /** Refunds `amount` more of the session's charge (default: the rest) → charge.refunded with the Charge. */
+  function refund(sessionId: string, amount?: number): StripeEvent {
+    const c = chargeOf(sessionId);
+    const previous = { amount_refunded: c.amount_refunded, refunded: c.refunded };
+    c.amount_refunded = Math.min(c.amount_captured, c.amount_refunded + (amount ?? c.amount_captured - c.amount_refunded));
+    c.refunded = c.amount_refunded >= c.amount_captured;
+    return objectEvent("charge.refunded", c, sessionId, previous);
+  }
+
+  /** Opens a dispute for the session's charge → charge.dispute.created with the Dispute. */
+  function dispute(sessionId: string): StripeEvent {
+    const c = chargeOf(sessionId);
+    c.disputed = true;
+    const d: StripeDispute = {
+      id: nextId("dp_1", 23),
+      object: "dispute",
+      amount: c.amount_captured - c.amount_refunded,
+      balance_transactions: [],
+      charge: c.id,
+      created: now(),
+      currency: c.currency,
+      evidence_details: { due_by: now() + 7 * 86400, has_evidence: false, past_due: false, submission_count: 0 },
+      is_charge_refundable: false,
+      livemode: false,
+      metadata: {},
+      payment_intent: c.payment_intent,
+      reason: "fraudulent",
+      status: "needs_response",
+    };
+    return objectEvent("charge.dispute.created", d, sessionId);
+  }
+
   /** `discount`: minor units taken off at payment (a promotion code): amount_total drops by it, as Stripe reports. */
   function complete(id: string, customer: { email?: string; name?: string } = {}, opts: { discount?: number } = {}): StripeEvent {
     const s = sessions.get(id);
@@ -549,6 +654,10 @@ export async function startStripeStub(opts: StripeStubOptions = {}) {
     expireSession: expire,
     /** POSTs the event as Stripe does (pretty JSON body, Stripe-Signature header) */
     deliverWebhook,
+    /** refunds (part of) a paid session's charge and returns the charge.refunded event (not delivered) */
+    refundSession: refund,
+    /** disputes a paid session's charge and returns the charge.dispute.created event (not delivered) */
+    disputeSession: dispute,
     /** completeSession + deliverWebhook to the configured URL */
     async pay(id: string, customer?: { email?: string; name?: string }) {
       const event = complete(id, customer);

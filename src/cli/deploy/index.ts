@@ -25,7 +25,8 @@ import {
   type WhoAmI,
   type Wrangler,
 } from './wrangler.ts';
-import { wranglerConfig, writeTempConfig, type TempConfig } from './wrangler-config.ts';
+import { consoleAssetsDir, wranglerConfig, writeTempConfig, type TempConfig } from './wrangler-config.ts';
+import { generateMasterKey } from '../../kernel/secrets.ts';
 
 const USAGE = 'citygate deploy [dir] [--dry-run] [--verify-only] [--verify] [--account-id ID]';
 const ADMIN_KEY_SQL = `SELECT value FROM env WHERE key = 'GATEWAY_ADMIN_SECRET_KEY'`;
@@ -267,7 +268,7 @@ async function deploy(o: DeployOptions): Promise<void> {
       return { done: parts.join(', ') };
     });
 
-    temp = writeTempConfig(dir, wranglerConfig(decl, { databaseId }, { accountId: o.accountId, version: newVersion ?? pkg?.json.version }));
+    temp = writeTempConfig(dir, wranglerConfig(decl, { databaseId }, { accountId: o.accountId, version: newVersion ?? pkg?.json.version, consoleDir: consoleAssetsDir() }));
 
     await step('deploy', async () => {
       if (dryRun) {
@@ -290,7 +291,8 @@ async function deploy(o: DeployOptions): Promise<void> {
         });
       }
       restoreVersion = false; // deployed: the bump stays
-      return { done: `${decl.name} → ${url}` };
+      const secret = await ensureMasterKey(w, temp!.path, o.write);
+      return { done: `${decl.name} → ${url}${secret}` };
     });
 
     await step('register', async () => {
@@ -320,4 +322,21 @@ async function deploy(o: DeployOptions): Promise<void> {
     if (!o.verify) return { skipped: 'pass --verify to check /health' };
     return verify(url!, o.timeoutMs);
   });
+}
+
+/**
+ * Secrets at rest on the edge: the Worker secret CITYGATE_MASTER_KEY, set once. A Worker that
+ * has it keeps it (a new key would refuse the database's sealed secrets); a Worker without it
+ * gets a fresh one, shown once so the operator can keep it apart from the database.
+ */
+async function ensureMasterKey(w: Wrangler, config: string, write: (s: string) => void): Promise<string> {
+  const list = await w.run(['secret', 'list', '--config', config, '--format', 'json']);
+  const names = list.code === 0 ? (parseJsonOutput<{ name: string }[]>(list.stdout) ?? null) : null;
+  if (!names) throw new StepError('`wrangler secret list` failed', { output: list.output, fix: 'check the wrangler output above and deploy again' });
+  if (names.some((s) => s.name === 'CITYGATE_MASTER_KEY')) return '';
+  const key = generateMasterKey();
+  const put = await w.run(['secret', 'put', 'CITYGATE_MASTER_KEY', '--config', config], { input: key });
+  if (put.code !== 0) throw new StepError('`wrangler secret put CITYGATE_MASTER_KEY` failed', { output: put.output, fix: 'deploy again (the secret is set once, on the first deploy)' });
+  write(`\n  generated the master key of secrets at rest (Worker secret CITYGATE_MASTER_KEY), shown once:\n\n    ${key}\n\n  keep it apart from the database: without it the sealed secrets are lost (docs/security.md)\n\n`);
+  return ' (master key secret set)';
 }

@@ -2,8 +2,8 @@
 // project directory only while wrangler runs (so `main` resolves as written) and is
 // removed afterwards; the project keeps no wrangler config of its own.
 import { randomBytes } from 'node:crypto';
-import { rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import type { Declaration } from './declaration.ts';
 
 /** Supported by the pinned wrangler/workerd; bump deliberately with them. */
@@ -15,7 +15,17 @@ export interface ResolvedResources {
   databaseId: string | null;
 }
 
-export function wranglerConfig(decl: Declaration, res: ResolvedResources, opts: { accountId?: string; version?: string }) {
+/**
+ * The admin console's built files (console/dist of the citygate package running this deploy),
+ * uploaded as the Worker's static assets: Cloudflare serves /console/* from them before the
+ * Worker runs. Null when this installation has no built console.
+ */
+export function consoleAssetsDir(): string | null {
+  const dir = resolve(import.meta.dirname, '../../../console/dist');
+  return existsSync(join(dir, 'console/index.html')) ? dir : null;
+}
+
+export function wranglerConfig(decl: Declaration, res: ResolvedResources, opts: { accountId?: string; version?: string; consoleDir?: string | null }) {
   const { database, queue, storage } = decl.resources;
   const vars: Record<string, string> = {
     CITYGATE_DATABASE_BINDING: database.binding,
@@ -39,6 +49,8 @@ export function wranglerConfig(decl: Declaration, res: ResolvedResources, opts: 
       consumers: [{ queue: queue.name, max_batch_size: 10, max_batch_timeout: 2, max_retries: 5 }],
     },
     ...(storage ? { r2_buckets: [{ binding: storage.binding, bucket_name: storage.name }] } : {}),
+    // Only files that exist are served from assets; every other path (all of /v1) runs the Worker.
+    ...(opts.consoleDir ? { assets: { directory: opts.consoleDir, html_handling: 'auto-trailing-slash', not_found_handling: 'none' } } : {}),
     vars,
   };
 }

@@ -15,7 +15,8 @@ export interface RunResult {
 
 export interface Wrangler {
   bin: string;
-  run(args: string[], opts?: { timeoutMs?: number }): Promise<RunResult>;
+  /** `input` goes to wrangler's stdin (secrets: never on the command line). */
+  run(args: string[], opts?: { timeoutMs?: number; input?: string }): Promise<RunResult>;
 }
 
 function executable(p: string): boolean {
@@ -41,15 +42,16 @@ export function findWrangler(projectDir: string, env: NodeJS.ProcessEnv = proces
 export function runProcess(
   cmd: string,
   args: string[],
-  opts: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs?: number },
+  opts: { cwd: string; env: NodeJS.ProcessEnv; timeoutMs?: number; input?: string },
 ): Promise<RunResult> {
   return new Promise((resolve) => {
-    const child = spawn(cmd, args, { cwd: opts.cwd, env: opts.env, stdio: ['ignore', 'pipe', 'pipe'], shell: process.platform === 'win32' });
+    const child = spawn(cmd, args, { cwd: opts.cwd, env: opts.env, stdio: [opts.input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'], shell: process.platform === 'win32' });
+    if (opts.input !== undefined) child.stdin!.end(opts.input);
     let stdout = '';
     let stderr = '';
     let output = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => ((stdout += d), (output += d)));
-    child.stderr.setEncoding('utf8').on('data', (d: string) => ((stderr += d), (output += d)));
+    child.stdout!.setEncoding('utf8').on('data', (d: string) => ((stdout += d), (output += d)));
+    child.stderr!.setEncoding('utf8').on('data', (d: string) => ((stderr += d), (output += d)));
     const timer = setTimeout(() => {
       output += `\n(stopped after ${Math.round((opts.timeoutMs ?? 0) / 1000)} s)`;
       child.kill('SIGTERM');
@@ -75,7 +77,7 @@ export function toolEnv(accountId: string | undefined, base: NodeJS.ProcessEnv =
 }
 
 export function wrangler(bin: string, cwd: string, env: NodeJS.ProcessEnv): Wrangler {
-  return { bin, run: (args, o) => runProcess(bin, args, { cwd, env, timeoutMs: o?.timeoutMs ?? 300_000 }) };
+  return { bin, run: (args, o) => runProcess(bin, args, { cwd, env, timeoutMs: o?.timeoutMs ?? 300_000, input: o?.input }) };
 }
 
 // ---- output parsers (wrangler 4) ------------------------------------------------------

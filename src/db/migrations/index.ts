@@ -5,6 +5,8 @@ import ai from './010_ai.ts';
 import accounts from './020_accounts.ts';
 import money from './030_money.ts';
 import moneyLeaks from './031_money_leaks.ts';
+import usageOverhead from './036_usage_overhead.ts';
+import security from './060_security.ts';
 
 export interface Migration {
   name: string;
@@ -17,4 +19,6 @@ export const migrations: Migration[] = [
   { name: '020_accounts', statements: accounts },
   { name: '030_money', statements: money },
   { name: '031_money_leaks', statements: moneyLeaks },
+  { name: '036_usage_overhead', statements: usageOverhead },
+  { name: '060_security', statements: security },
 ];

@@ -17,6 +17,8 @@ import { loadProjectConfig } from './project-config.ts';
 import { isEventStream, writeEventStream } from './event-stream.ts';
 import { bufferedLines } from './log-writer.ts';
 import { undiciHttp } from './upstream-http.ts';
+import { nodeMasterKey } from './master-key.ts';
+import { nodeConsoleAssets } from './console-assets.ts';
 
 // Scalar's self-contained browser build, next to the package's entry point.
 const scalarScript = async () => {
@@ -50,12 +52,21 @@ export async function startNodeServer(
     logger,
     config: { localLogin: config.localLogin },
     docsScript: scalarScript,
+    consoleAssets: nodeConsoleAssets(),
     http,
     jobs,
     storage: new LocalFileStore(join(config.dataDir, 'files')),
+    masterKey: nodeMasterKey(env, config.databasePath),
+    socketIp: (_req, b) => (b as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)?.incoming?.socket?.remoteAddress,
   });
   if (project.config.ai) gateway.context.provide(AI_CONFIG, project.config.ai);
-  const { generatedAdminKey } = await gateway.init();
+  let generatedAdminKey: string | null;
+  try {
+    ({ generatedAdminKey } = await gateway.init());
+  } catch (e) {
+    await db.close().catch(() => {});
+    throw e;
+  }
   jobs.start(gateway);
   if (generatedAdminKey) {
     process.stderr.write(

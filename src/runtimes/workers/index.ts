@@ -60,6 +60,10 @@ export function gatewayFromEnv(env: WorkerEnv, opts: WorkerOptions = {}): Gatewa
     waitUntil: keepAlive,
     // A Worker never runs stop(): buffered writes (usage records) go out after each request.
     config: { localLogin: cfg.localLogin, gracefulStop: false, ...(cfg.version ? { version: cfg.version } : {}) },
+    // Secrets at rest: the Worker secret CITYGATE_MASTER_KEY (`citygate deploy` sets it once).
+    // Cloudflare sets CF-Connecting-IP to the visitor's address (the socket's, for a Worker).
+    socketIp: (req) => req.headers.get('cf-connecting-ip'),
+    masterKey: typeof env.CITYGATE_MASTER_KEY === 'string' && env.CITYGATE_MASTER_KEY ? { material: env.CITYGATE_MASTER_KEY, source: 'the Worker secret CITYGATE_MASTER_KEY' } : null,
   });
   if (opts.ai) gateway.context.provide(AI_CONFIG, opts.ai);
   return gateway;

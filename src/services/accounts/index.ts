@@ -12,6 +12,7 @@ import { action, defineService, pageQuery } from '../../kernel/service.ts';
 import { cityIdSchema, requireCity } from '../cities/index.ts';
 import { issueUserToken, userIdSchema } from '../cities/tokens.ts';
 import { ACCOUNTS, type AccountsCapability } from './capability.ts';
+import { logoutAction } from './logout.ts';
 import { CALLBACK_PATH, callbackUrl, handleCallback, readResult, startLogin } from './oauth.ts';
 import { PROVIDERS, providerConfig } from './providers.ts';
 import { createHooks, localLoginEnabled, tokenTtlSeconds, type Hooks } from './settings.ts';
@@ -101,6 +102,7 @@ export const accountsService = defineService({
     login: action({
       method: 'POST',
       auth: [],
+      ipLimited: true,
       summary: 'Credential-free local login (development; 403 when LOCAL_LOGIN=false)',
       input: z.object({
         city_id: cityIdSchema,
@@ -121,6 +123,7 @@ export const accountsService = defineService({
     'oauth/start': action({
       method: 'POST',
       auth: [],
+      ipLimited: true,
       summary: 'Start an OAuth login: answers the state to poll and the URL to send the user to',
       input: z.object({
         city_id: cityIdSchema,
@@ -141,12 +144,14 @@ export const accountsService = defineService({
     'oauth/result': action({
       method: 'GET',
       auth: [],
+      ipLimited: true,
       summary: 'Poll a login: pending, done (the user token, handed out once) or failed',
       input: z.object({ state: z.string().min(1).max(512) }),
       output: loginResult,
       errors: [410],
       handler: async ({ gateway, input }) => noStore(await readResult(gateway, input.state)),
     }),
+    logout: logoutAction,
     me: action({
       method: 'GET',
       auth: ['user'],

@@ -5,6 +5,9 @@ import { z } from 'zod';
 import { notFound } from '../../kernel/errors.ts';
 import { action, defineService } from '../../kernel/service.ts';
 import { chatCompletions, chatInput } from './chat/index.ts';
+import { embeddings, embeddingsInput } from './embeddings.ts';
+import { responses, responsesInput } from './responses/index.ts';
+import { anthropicError, countTokens, countTokensInput, messages, messagesInput } from './messages/index.ts';
 import { imageCreate, imageCreateInput, imageResult, jobIdInput, runImage, runVideo, video, videoInput } from './jobs.ts';
 import { asr, ASR_MAX_BYTES, asrJson, tts, ttsInput } from './media.ts';
 import { modesOf, pricesOf } from './prices.ts';
@@ -39,6 +42,35 @@ const modelEntry = z
   .object({ id: z.string(), name: z.string(), description: z.string(), modalities: z.array(z.string()), tags: z.array(z.string()), meta: z.record(z.string(), z.unknown()) })
   .loose();
 
+const openaiModel = z.object({ id: z.string(), object: z.literal('model'), created: z.number(), owned_by: z.string() });
+
+// The Messages API as the Anthropic SDK and Claude Code call it: the user token as a bearer
+// token or as x-api-key, errors in Anthropic's shape. Served at /v1/ai/messages and at
+// /v1/ai/v1/messages (those clients append /v1/messages to their base URL).
+const messagesAction = action({
+  method: 'POST',
+  auth: callers,
+  input: messagesInput,
+  credentialHeader: 'x-api-key',
+  formatError: anthropicError,
+  maxBodyBytes: 32 * 1024 * 1024,
+  produces: ['application/json', 'text/event-stream'],
+  errors: UPSTREAM,
+  summary: 'Anthropic Messages API (JSON and SSE)',
+  handler: messages,
+});
+const countTokensAction = action({
+  method: 'POST',
+  auth: callers,
+  input: countTokensInput,
+  credentialHeader: 'x-api-key',
+  formatError: anthropicError,
+  maxBodyBytes: 32 * 1024 * 1024,
+  output: z.object({ input_tokens: z.number() }),
+  summary: 'Anthropic Messages API token count (exact on Anthropic upstreams, estimated on the others; free)',
+  handler: countTokens,
+});
+
 const FILE_KEY = /^ai\/[A-Za-z0-9_-]{1,64}\/[A-Za-z0-9_-]{16,64}\.[a-z0-9]{1,5}$/;
 
 export const aiService = defineService({
@@ -70,12 +102,13 @@ export const aiService = defineService({
     models: action({
       method: 'GET',
       auth: ['user', 'admin', 'bureau'],
-      summary: 'Model catalog (callable models; the admin sees every registered model)',
-      output: z.object({ items: z.array(modelEntry) }),
+      summary: 'Model catalog (callable models; the admin sees every registered model), also as an OpenAI model list',
+      output: z.object({ items: z.array(modelEntry), object: z.literal('list'), data: z.array(openaiModel) }),
       handler: ({ gateway: gw, identity }) => {
         const reg = registryOf(gw);
         const admin = identity.kind === 'admin';
         const items = [];
+        const data = [];
         for (const m of reg.all(gw.env)) {
           const modalities = modesOf(gw, m);
           const available = reg.missing(gw.env, m).length === 0 && modalities.length > 0;
@@ -86,8 +119,10 @@ export const aiService = defineService({
               ? { ...base, env_requirements: reg.requirements(m), default_modes: m.modes, price: pricesOf(gw, m), available, provider: m.provider, upstream: m.upstream }
               : base,
           );
+          // The OpenAI list shape, so `client.models.list()` sees the same models.
+          data.push({ id: m.id, object: 'model' as const, created: 0, owned_by: m.provider });
         }
-        return { items };
+        return { items, object: 'list' as const, data };
       },
     }),
     text: action({ method: 'POST', auth: callers, input: textInput, output: textMessage, errors: UPSTREAM, summary: 'Generate one assistant message', handler: text }),
@@ -102,6 +137,47 @@ export const aiService = defineService({
       summary: 'OpenAI Chat Completions (JSON and SSE)',
       handler: chatCompletions,
     }),
+    embeddings: action({
+      method: 'POST',
+      auth: callers,
+      input: embeddingsInput,
+      maxBodyBytes: 8 * 1024 * 1024,
+      produces: ['application/json'],
+      errors: UPSTREAM,
+      summary: 'OpenAI Embeddings (strings or token arrays; float or base64)',
+      handler: embeddings,
+    }),
+    responses: action({
+      method: 'POST',
+      auth: callers,
+      input: responsesInput,
+      maxBodyBytes: 32 * 1024 * 1024,
+      produces: ['application/json', 'text/event-stream'],
+      errors: UPSTREAM,
+      summary: 'OpenAI Responses API, stateless (JSON and SSE)',
+      handler: responses,
+    }),
+    messages: messagesAction,
+    'messages/count_tokens': countTokensAction,
+    'v1/messages': messagesAction,
+    // The Anthropic SDK's `models.list()` (GET {base}/v1/models): the callable chat models.
+    'v1/models': action({
+      method: 'GET',
+      auth: callers,
+      credentialHeader: 'x-api-key',
+      formatError: anthropicError,
+      summary: 'The callable models that speak the Messages API, as the Anthropic model list',
+      output: z.object({ data: z.array(z.object({ type: z.literal('model'), id: z.string(), display_name: z.string(), created_at: z.string() })), has_more: z.boolean(), first_id: z.string().nullable(), last_id: z.string().nullable() }),
+      handler: ({ gateway: gw }) => {
+        const reg = registryOf(gw);
+        const data = reg
+          .all(gw.env)
+          .filter((m) => reg.missing(gw.env, m).length === 0 && modesOf(gw, m).includes('messages'))
+          .map((m) => ({ type: 'model' as const, id: m.id, display_name: m.name, created_at: '1970-01-01T00:00:00Z' }));
+        return { data, has_more: false, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null };
+      },
+    }),
+    'v1/messages/count_tokens': countTokensAction,
     'image/create': action({ method: 'POST', auth: callers, input: imageCreateInput, output: job, errors: UPSTREAM, summary: 'Start an image generation job', handler: imageCreate }),
     'image/result': action({ method: 'POST', auth: callers, input: jobIdInput, output: job, summary: 'Poll an image job', handler: imageResult }),
     video: action({ method: 'POST', auth: callers, input: videoInput, output: job, errors: UPSTREAM, summary: 'Start a video job ({model, prompt}) or poll one ({job_id})', handler: video }),

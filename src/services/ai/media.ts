@@ -47,7 +47,7 @@ export async function tts(ctx: ActionContext<z.output<typeof ttsInput>>): Promis
   const { input, gateway: gw } = ctx;
   const r = resolveModel(gw, ctx.identity, input.model, 'tts');
   if (!r.adapter.speechModel) throw new GatewayError(400, 'mode_not_supported', `The model '${input.model}' cannot speak.`, { param: 'model' });
-  const call = AiCall.start(gw, ctx.identity, r.model, 'tts', ctx.requestId);
+  const call = AiCall.start(gw, ctx.identity, r.model, 'tts', ctx.requestId, ctx.timing);
   // Speech is priced per input character: input_tokens counts characters here.
   const chars = [...input.text].length;
   await call.reserve({ input_tokens: chars });
@@ -137,7 +137,7 @@ export async function asr(ctx: ActionContext<unknown>) {
   const q = await asrRequest(ctx);
   const r = resolveModel(gw, ctx.identity, q.model, 'asr');
   if (!r.adapter.transcriptionModel) throw new GatewayError(400, 'mode_not_supported', `The model '${q.model}' cannot transcribe.`, { param: 'model' });
-  const call = AiCall.start(gw, ctx.identity, r.model, 'asr', ctx.requestId);
+  const call = AiCall.start(gw, ctx.identity, r.model, 'asr', ctx.requestId, ctx.timing);
   // Worst case: compressed speech at 8 kbit/s (1,000 bytes per second); a URL: 25 MB of it.
   const bytes = q.audio instanceof Uint8Array ? q.audio.byteLength : ASR_MAX_BYTES;
   await call.reserve({ seconds: Math.ceil(bytes / 1000) });

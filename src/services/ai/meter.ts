@@ -6,6 +6,7 @@
 //                          MeterRecord to the metering capability. Failed calls are recorded too.
 import type { GatewayContext } from '../../kernel/context.ts';
 import type { Identity } from '../../kernel/identity.ts';
+import type { RequestTiming } from '../../kernel/service.ts';
 import {
   BILLING,
   METERING,
@@ -64,6 +65,8 @@ export interface CallState {
   mode: Mode;
   startedAt: number;
   hold: Hold | null;
+  /** The request's timing (absent for background jobs): the record's overhead_ms. */
+  timing?: RequestTiming;
 }
 
 export class AiCall {
@@ -78,8 +81,8 @@ export class AiCall {
     this.prices = model ? pricesOf(gw, model) : null;
   }
 
-  static start(gw: GatewayContext, identity: Identity, model: ModelDef, mode: Mode, requestId: string): AiCall {
-    return new AiCall(gw, { requestId, identity, modelId: model.id, mode, startedAt: Date.now(), hold: null }, model);
+  static start(gw: GatewayContext, identity: Identity, model: ModelDef, mode: Mode, requestId: string, timing?: RequestTiming): AiCall {
+    return new AiCall(gw, { requestId, identity, modelId: model.id, mode, startedAt: Date.now(), hold: null, timing }, model);
   }
 
   get hold(): Hold | null {
@@ -150,6 +153,7 @@ export class AiCall {
       ...(estimated ? { estimated } : {}),
       credits,
       duration_ms: Date.now() - this.state.startedAt,
+      overhead_ms: overheadOf(this.state.timing),
       created_at: Date.now(),
     };
     try {
@@ -158,4 +162,13 @@ export class AiCall {
       this.gw.log('error', 'ai: metering sink failed', { request_id: r.request_id, error: String(e) });
     }
   }
+}
+
+/**
+ * citygate's time in a call: what the kernel reported in x-citygate-overhead-ms when the
+ * response is out already (a stream ends after it), else the time so far minus upstream waits.
+ */
+function overheadOf(t: RequestTiming | undefined): number | null {
+  if (!t) return null;
+  return t.overheadMs ?? Math.max(0, performance.now() - t.startedAt - t.upstreamMs);
 }

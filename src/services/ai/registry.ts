@@ -7,7 +7,7 @@ import type { RuntimeEnv } from '../../kernel/runtime-env.ts';
 import type { EnvRequirement } from '../../kernel/service.ts';
 import type { Prices } from '../../kernel/metering.ts';
 
-export const MODES = ['text', 'stream', 'compat', 'image', 'video', 'tts', 'asr'] as const;
+export const MODES = ['text', 'stream', 'compat', 'responses', 'messages', 'embeddings', 'image', 'video', 'tts', 'asr'] as const;
 export type Mode = (typeof MODES)[number];
 
 /** What kind of API a provider speaks; each kind is a folder-like module in providers/. */
@@ -77,7 +77,13 @@ export const STOCK_PROVIDERS: ProviderSlot[] = [
   },
 ];
 
-const chatModes: Mode[] = ['text', 'stream', 'compat'];
+const chatModes: Mode[] = ['text', 'stream', 'compat', 'responses', 'messages'];
+/** The client API families of a chat model: one registered with `compat` and neither of the
+ *  others is callable through all three (the Responses and Messages APIs are chat too). */
+const CHAT_APIS: Mode[] = ['responses', 'messages'];
+function withChatApis(modes: Mode[]): Mode[] {
+  return modes.includes('compat') && !modes.some((m) => CHAT_APIS.includes(m)) ? [...modes, ...CHAT_APIS] : modes;
+}
 const tok = (input: number, output: number, cached?: number): Prices => ({
   input_per_mtok: Math.round(input * M),
   output_per_mtok: Math.round(output * M),
@@ -89,6 +95,8 @@ export const STOCK_MODELS: ModelDef[] = [
   { id: 'openai/gpt-4.1', name: 'GPT-4.1', provider: 'openai', upstream: 'gpt-4.1', modes: chatModes, tags: ['openai', 'chat'], prices: tok(2, 8, 0.5), maxOutputTokens: 32768 },
   { id: 'openai/gpt-4.1-mini', name: 'GPT-4.1 mini', provider: 'openai', upstream: 'gpt-4.1-mini', modes: chatModes, tags: ['openai', 'chat'], prices: tok(0.4, 1.6, 0.1), maxOutputTokens: 32768 },
   { id: 'openai/gpt-4o-mini', name: 'GPT-4o mini', provider: 'openai', upstream: 'gpt-4o-mini', modes: chatModes, tags: ['openai', 'chat'], prices: tok(0.15, 0.6, 0.075), maxOutputTokens: 16384 },
+  { id: 'openai/text-embedding-3-small', name: 'Text Embedding 3 small', provider: 'openai', upstream: 'text-embedding-3-small', modes: ['embeddings'], tags: ['openai', 'embeddings'], prices: { input_per_mtok: 0.02 * M } },
+  { id: 'openai/text-embedding-3-large', name: 'Text Embedding 3 large', provider: 'openai', upstream: 'text-embedding-3-large', modes: ['embeddings'], tags: ['openai', 'embeddings'], prices: { input_per_mtok: 0.13 * M } },
   { id: 'openai/gpt-image-1', name: 'GPT Image 1', provider: 'openai', upstream: 'gpt-image-1', modes: ['image'], tags: ['openai', 'image'], prices: { per_image: 0.042 * M } },
   {
     id: 'openai/tts-1',
@@ -106,6 +114,7 @@ export const STOCK_MODELS: ModelDef[] = [
   { id: 'anthropic/claude-sonnet-4-5', name: 'Claude Sonnet 4.5', provider: 'anthropic', upstream: 'claude-sonnet-4-5', modes: chatModes, tags: ['anthropic', 'chat'], prices: tok(3, 15, 0.3), maxOutputTokens: 64000 },
   { id: 'anthropic/claude-haiku-4-5', name: 'Claude Haiku 4.5', provider: 'anthropic', upstream: 'claude-haiku-4-5', modes: chatModes, tags: ['anthropic', 'chat'], prices: tok(1, 5, 0.1), maxOutputTokens: 64000 },
   { id: 'google/gemini-2.5-flash', name: 'Gemini 2.5 Flash', provider: 'google', upstream: 'gemini-2.5-flash', modes: chatModes, tags: ['google', 'chat'], prices: tok(0.3, 2.5, 0.03), maxOutputTokens: 65536 },
+  { id: 'google/gemini-embedding-001', name: 'Gemini Embedding', provider: 'google', upstream: 'gemini-embedding-001', modes: ['embeddings'], tags: ['google', 'embeddings'], prices: { input_per_mtok: 0.15 * M } },
   { id: 'google/gemini-2.5-pro', name: 'Gemini 2.5 Pro', provider: 'google', upstream: 'gemini-2.5-pro', modes: chatModes, tags: ['google', 'chat'], prices: tok(1.25, 10, 0.125), maxOutputTokens: 65536 },
 ];
 
@@ -158,7 +167,7 @@ export class Registry {
     }
     // Models from the config come first, so they may replace a stock model of the same id.
     const ids = new Set(configured.map((m) => m.id));
-    this.#fixed = [...configured, ...STOCK_MODELS.filter((m) => !ids.has(m.id))];
+    this.#fixed = [...configured.map((m) => ({ ...m, modes: withChatApis(m.modes) })), ...STOCK_MODELS.filter((m) => !ids.has(m.id))];
   }
 
   /** Every registered model, in catalog order (text provider models first). */
@@ -202,7 +211,7 @@ export class Registry {
         description: upstream === id ? 'Text provider model' : `Text provider model (${upstream})`,
         tags: ['textprovider', 'chat'],
         meta: {},
-        modes: ['text', 'stream', 'compat'],
+        modes: chatModes,
         provider: 'textprovider',
         upstream,
         prices: null,

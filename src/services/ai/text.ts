@@ -45,7 +45,7 @@ async function modelMessages(input: TextInput): Promise<{ messages: ModelMessage
 function prepare(ctx: ActionContext<TextInput>, mode: 'text' | 'stream') {
   const { input, gateway: gw } = ctx;
   const r = resolveModel(gw, ctx.identity, input.model, mode);
-  const call = AiCall.start(gw, ctx.identity, r.model, mode, ctx.requestId);
+  const call = AiCall.start(gw, ctx.identity, r.model, mode, ctx.requestId, ctx.timing);
   const inputBound = tokenBound(JSON.stringify([input.system ?? '', input.prompt ?? '', input.messages ?? []]));
   const maxOut = maxOutputOf(r.model, input.max_tokens);
   return { r, call, inputBound, maxOut, model: r.adapter.languageModel(r.call, r.model.upstream) };

@@ -21,6 +21,7 @@ import { newId } from '../../kernel/crypto.ts';
 import { GatewayError } from '../../kernel/errors.ts';
 import type { Billing, Hold } from '../../kernel/metering.ts';
 import { moveStatements, newEntryId, openStatements, OPEN_LEN, usdOf } from './ledger.ts';
+import { checkBudget } from './budget.ts';
 
 export const DEFAULT_HOLD_TTL_S = 3600;
 const SWEEP_EVERY_MS = 60_000;
@@ -69,6 +70,7 @@ export class LedgerBilling implements Billing {
     if (!Number.isSafeInteger(credits)) throw insufficient(a.credits);
     const holdId = newId('hold', 12);
     if (credits === 0) return { id: holdId, cityId: a.cityId, userId: a.userId, credits: 0 };
+    await checkBudget(this.gw, { cityId: a.cityId, userId: a.userId, credits }); // 402 budget_exceeded (issue 15)
     const at = Date.now();
     const entryId = newEntryId();
     const db = this.db;

@@ -2,6 +2,7 @@
 // capability the ai service charges calls through.
 import { sql } from 'kysely';
 import { z } from 'zod';
+import { budgetOf } from './budget.ts';
 import { isUniqueViolation } from '../../db/database.ts';
 import type { GatewayContext } from '../../kernel/context.ts';
 import { badRequest, conflict, forbidden } from '../../kernel/errors.ts';
@@ -80,12 +81,21 @@ export const balanceService = defineService({
       method: 'GET',
       auth: ['user'],
       summary: 'The balance of the calling user',
-      output: z.object({ city_id: z.string(), user_id: z.string(), credits: z.number().int(), usd: z.number() }),
+      output: z.object({
+        city_id: z.string(),
+        user_id: z.string(),
+        credits: z.number().int(),
+        usd: z.number(),
+        budget: z
+          .object({ credits: z.number().int(), period: z.enum(['day', 'month']), spent: z.number().int(), remaining: z.number().int(), resets_at: z.iso.datetime() })
+          .optional()
+          .describe("the city's cap on what one user spends per period, and what is left of it"),
+      }),
       input: z.object({ city_id: z.string().optional() }),
       handler: async ({ gateway, identity }) => {
         const { cityId, userId } = identity as Extract<Identity, { kind: 'user' }>;
-        const credits = await balanceOf(gateway, cityId, userId);
-        return { city_id: cityId, user_id: userId, credits, usd: usdOf(credits) };
+        const [credits, budget] = await Promise.all([balanceOf(gateway, cityId, userId), budgetOf(gateway, cityId, userId)]);
+        return { city_id: cityId, user_id: userId, credits, usd: usdOf(credits), ...(budget ? { budget } : {}) };
       },
     }),
     history: action({
@@ -126,6 +136,24 @@ export const balanceService = defineService({
           })),
           next_cursor: rows.length > input.limit ? JSON.stringify([last.city_id, last.user_id]) : null,
         };
+      },
+    }),
+    get: action({
+      method: 'GET',
+      auth: ['admin', 'bureau'],
+      summary: 'The balance of one user of a city (read only: a user never seen has the starting grant to come)',
+      input: z.object({ city_id: cityIdSchema, user_id: userIdSchema }),
+      output: z.object({ city_id: z.string(), user_id: z.string(), credits: z.number().int(), usd: z.number(), exists: z.boolean() }),
+      handler: async ({ gateway, identity, input }) => {
+        const cityId = scopeCity(identity, input.city_id)!;
+        const row = await gateway.db.kysely
+          .selectFrom('balances')
+          .select('credits')
+          .where('city_id', '=', cityId)
+          .where('user_id', '=', input.user_id)
+          .executeTakeFirst();
+        const credits = row?.credits ?? initialGrant(gateway);
+        return { city_id: cityId, user_id: input.user_id, credits, usd: usdOf(credits), exists: !!row };
       },
     }),
     ledger: action({

@@ -9,6 +9,8 @@ import { action, defineService } from '../../kernel/service.ts';
 import { getCity, insertCity, listCities, setCityStatus, toCity, type CityRow } from './store.ts';
 import { issueUserToken, tokenApplyInput } from './tokens.ts';
 import { ACCOUNTS, type AccountsCapability } from '../accounts/capability.ts';
+import { parseCitySettings } from '../../kernel/city-settings.ts';
+import { securityActions } from './security.ts';
 
 export const cityIdSchema = z
   .string()
@@ -30,7 +32,7 @@ export async function requireCity(gw: GatewayContext, cityId: string, identity?:
 async function transition(gw: GatewayContext, cityId: string, to: CityRow['status']) {
   await requireCity(gw, cityId);
   const row = (await setCityStatus(gw.db, cityId, to))!;
-  gw.cities.set(cityId, row.status);
+  gw.cities.set(cityId, row.status, parseCitySettings(row.settings));
   return row;
 }
 
@@ -120,5 +122,6 @@ export const citiesService = defineService({
         return issueUserToken(gateway, input);
       },
     }),
+    ...securityActions(requireCity),
   },
 });

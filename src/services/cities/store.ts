@@ -38,7 +38,7 @@ export async function insertCity(db: Db, cityId: string, name: string): Promise<
     .onConflict((oc) => oc.column('city_id').doNothing())
     .executeTakeFirst();
   if (Number(res.numInsertedOrUpdatedRows ?? 0) === 0) return null;
-  return { city_id: cityId, name, status: 'active', created_at: t, updated_at: t };
+  return { city_id: cityId, name, status: 'active', created_at: t, updated_at: t, settings: null };
 }
 
 /** Moves a live city to a status; a removed city never comes back. */

@@ -2,6 +2,7 @@
 // Webhooks are verified with `creem-signature` (hex HMAC-SHA256 of the raw body) when
 // PAYMENT_B_WEBHOOK_SECRET is set; otherwise the body is only a hint, and what counts is the
 // checkout as Creem's API returns it.
+import { creemRefundFacts } from './refunds.ts';
 import type { PaymentsTable } from '../../db/schema.ts';
 import type { GatewayContext } from '../../kernel/context.ts';
 import { hex, safeEqual } from '../../kernel/crypto.ts';
@@ -150,6 +151,15 @@ export const creemProvider: PaymentProvider = {
     const eventId = str(body.id) ?? 'unknown';
     const type = str(body.eventType) ?? 'unknown';
     const o = obj(body.object);
+    const refund = creemRefundFacts(type, o);
+    if (refund) {
+      // Creem has no API to read a refund back: only a signed event may debit credits.
+      if (!secret) {
+        gw.log('warn', 'creem refund ignored: set PAYMENT_B_WEBHOOK_SECRET to act on refunds', { event_id: eventId });
+        return { eventId, type, paymentId: null, ref: null, state: 'ignored' };
+      }
+      return { eventId, type, paymentId: null, ref: null, state: 'ignored', refund };
+    }
     if (type !== 'checkout.completed') return { eventId, type, paymentId: null, ref: null, state: 'ignored' };
     if (secret) return { eventId, type, ...checkoutFacts(o) };
     // Unsigned: the body only names the checkout; Creem's API says what it is.

@@ -16,6 +16,7 @@ import { page } from './pages.ts';
 import { creditsPerUsd, type PaymentProvider } from './provider.ts';
 import { applyFacts, findPayment, recordEvent, toPayment } from './store.ts';
 import { stripeProvider } from './stripe.ts';
+import { applyRefund, refundsAction } from './refunds.ts';
 
 const providers: Record<'a' | 'b', PaymentProvider> = { a: stripeProvider, b: creemProvider };
 const byName: Record<string, PaymentProvider> = { a: stripeProvider, b: creemProvider, stripe: stripeProvider, creem: creemProvider };
@@ -71,7 +72,14 @@ function webhook(provider: PaymentProvider) {
     summary: `Webhook of ${provider.title} (register ${'{base_url}'}/v1/payment/webhook/${provider.id})`,
     handler: async ({ gateway, request, rawBody }) => {
       const raw = await rawBody();
-      const ev = await provider.verifyWebhook(gateway, raw, request.headers, (pid, ref) => findPayment(gateway.db, provider.id, pid, ref));
+      const find = (pid: string | null, ref: string | null) => findPayment(gateway.db, provider.id, pid, ref);
+      const ev = await provider.verifyWebhook(gateway, raw, request.headers, find);
+      if (ev.refund) {
+        const r = await applyRefund(gateway, provider.id, ev.refund, ev.eventId, find);
+        await recordEvent(gateway.db, provider.id, ev.eventId, ev.type, r.paymentId, r.outcome);
+        gateway.log('info', 'payment refund webhook', { provider: provider.name, event_id: ev.eventId, type: ev.type, payment_id: r.paymentId, outcome: r.outcome, shortfall: r.shortfall ?? 0 });
+        return { received: true, event_id: ev.eventId, type: ev.type, outcome: r.outcome };
+      }
       const { outcome, paymentId } = await applyFacts(gateway, provider.id, ev, ev.eventId);
       await recordEvent(gateway.db, provider.id, ev.eventId, ev.type, paymentId, outcome);
       if (outcome !== 'ignored' && outcome !== 'already_paid' && outcome !== 'no_change') {
@@ -119,6 +127,7 @@ export const paymentService = defineService({
     checkout: action({
       method: 'POST',
       auth: ['user'],
+      ipLimited: true,
       summary: 'Start a top-up: a pending payment and the provider’s checkout URL',
       errors: [502, 504],
       input: z.object({
@@ -251,6 +260,7 @@ export const paymentService = defineService({
       handler: async ({ gateway, identity, input }) =>
         listPayments(gateway, { cityId: scopeCity(identity, input.city_id), userId: input.user_id, status: input.status, cursor: input.cursor, limit: input.limit }),
     }),
+    refunds: refundsAction,
     'payments/sync': action({
       method: 'POST',
       auth: ['admin'],

@@ -1,6 +1,7 @@
 // The shape every payment provider adapter has (stripe.ts = provider A, creem.ts = provider B).
 import type { PaymentsTable } from '../../db/schema.ts';
 import type { GatewayContext } from '../../kernel/context.ts';
+import type { RefundFacts } from './refunds.ts';
 
 export type MethodId = 'a' | 'b';
 
@@ -18,6 +19,8 @@ export interface Facts {
 export interface VerifiedEvent extends Facts {
   eventId: string;
   type: string;
+  /** A refund or dispute of a paid checkout (refunds.ts). */
+  refund?: RefundFacts;
 }
 
 export interface Quote {

@@ -5,6 +5,7 @@ import Stripe from 'stripe';
 import type { PaymentsTable } from '../../db/schema.ts';
 import type { GatewayContext } from '../../kernel/context.ts';
 import { badRequest, GatewayError } from '../../kernel/errors.ts';
+import { stripeRefundFacts } from './refunds.ts';
 import { creditsPerUsd, maxAmount, type Facts, type PaymentProvider, type VerifiedEvent } from './provider.ts';
 
 /** Stripe's minimum charge per currency, in minor units (https://docs.stripe.com/currencies#minimum-and-maximum-charge-amounts). */
@@ -129,6 +130,13 @@ export const stripeProvider: PaymentProvider = {
         throw upstream(e);
       }
     }
+    let refund;
+    try {
+      refund = await stripeRefundFacts(client(gw), event);
+    } catch (e) {
+      throw upstream(e);
+    }
+    if (refund) return { eventId: event.id, type: event.type, paymentId: null, ref: null, state: 'ignored', refund };
     const obj = event.data.object as Stripe.Checkout.Session;
     if (obj?.object !== 'checkout.session') return { eventId: event.id, type: event.type, paymentId: null, ref: null, state: 'ignored' };
     return { eventId: event.id, type: event.type, ...facts(obj, event.type) };

@@ -11,6 +11,7 @@ import { action, defineService, pageQuery } from '../../kernel/service.ts';
 import { scopeCity, usdOf } from '../balance/index.ts';
 import { cityIdSchema } from '../cities/index.ts';
 import { dayOf, UsageBuffer } from './sink.ts';
+import { statsGroup, usageStats } from './stats.ts';
 
 export { UsageBuffer } from './sink.ts';
 
@@ -32,6 +33,7 @@ const toUsage = (r: Selectable<UsageTable>) => ({
   seconds: r.seconds,
   credits: r.credits,
   duration_ms: r.duration_ms,
+  overhead_ms: r.overhead_ms ?? null,
   created_at: new Date(r.created_at).toISOString(),
   /** The upstream reported no usage: the tokens are citygate's estimate (docs/money.md). */
   estimated: r.estimated === 1,
@@ -43,6 +45,29 @@ const timeBound = z
   .transform((v) => (typeof v === 'number' ? v : Date.parse(v)));
 
 const day = z.iso.date();
+
+const statsRow = z.object({
+  day: z.string().optional(),
+  city_id: z.string().nullable().optional(),
+  model: z.string().optional(),
+  calls: z.number().int(),
+  errors: z.number().int(),
+  input_tokens: z.number().int(),
+  output_tokens: z.number().int(),
+  cached_tokens: z.number().int(),
+  credits: z.number().int(),
+  usd: z.number(),
+  overhead_p50_ms: z.number().nullable(),
+  overhead_p99_ms: z.number().nullable(),
+});
+const statsOutput = z.object({
+  from: z.string(),
+  to: z.string(),
+  group: z.array(z.enum(['day', 'city', 'model'])),
+  items: z.array(statsRow),
+  totals: statsRow,
+  overhead_sample: z.object({ records: z.number().int(), complete: z.boolean() }),
+});
 
 function parseCursor(c: string | undefined): [number, number] | null {
   if (c === undefined) return null;
@@ -144,6 +169,21 @@ export const usageService = defineService({
         });
         return { from, to, items, totals: { ...totals, usd: usdOf(totals.credits) } };
       },
+    }),
+    stats: action({
+      method: 'GET',
+      auth: ['admin', 'bureau'],
+      summary: 'Calls, errors, tokens, credits and p50/p99 citygate overhead per day, city and/or model (group=day,city,model)',
+      input: z.object({
+        from: day.optional(),
+        to: day.optional(),
+        city_id: cityIdSchema.optional(),
+        model: z.string().max(200).optional(),
+        group: statsGroup,
+      }),
+      output: statsOutput,
+      handler: async ({ gateway, identity, input }) =>
+        usageStats(gateway, { from: input.from, to: input.to, cityId: scopeCity(identity, input.city_id), model: input.model, group: input.group }),
     }),
   },
 });

@@ -34,7 +34,7 @@ type Row = Omit<Selectable<UsageTable>, 'seq'>;
 /** The columns of a usage row, in the order of the INSERT's parameters. */
 const COLUMNS = [
   'usage_id', 'request_id', 'city_id', 'user_id', 'identity', 'model', 'mode', 'status', 'error_code',
-  'input_tokens', 'output_tokens', 'cached_tokens', 'images', 'seconds', 'credits', 'duration_ms', 'created_at', 'estimated',
+  'input_tokens', 'output_tokens', 'cached_tokens', 'images', 'seconds', 'credits', 'duration_ms', 'overhead_ms', 'created_at', 'estimated',
 ] as const satisfies readonly (keyof Row)[];
 /** Largest rows per INSERT on any dialect (bounds the statement text besides the parameter limit). */
 const MAX_ROWS_PER_INSERT = 256;
@@ -76,6 +76,7 @@ export function toRow(r: MeterRecord): Row {
     seconds: typeof r.seconds === 'number' && Number.isFinite(r.seconds) ? Math.max(0, r.seconds) : 0,
     credits: int(r.credits),
     duration_ms: int(r.duration_ms),
+    overhead_ms: typeof r.overhead_ms === 'number' && Number.isFinite(r.overhead_ms) ? Math.max(0, Math.round(r.overhead_ms * 100) / 100) : null,
     created_at: created,
     estimated: r.estimated ? 1 : 0,
   };

@@ -63,7 +63,7 @@ function openaiErrorEvent(e: GatewayError): string {
 export async function passthrough(ctx: ActionContext<ChatInput>, r: Resolved, url: string): Promise<Response> {
   const { input, gateway: gw, timing } = ctx;
   const raw = await ctx.rawBody();
-  const call = AiCall.start(gw, ctx.identity, r.model, 'compat', ctx.requestId);
+  const call = AiCall.start(gw, ctx.identity, r.model, 'compat', ctx.requestId, ctx.timing);
   await call.reserve(reservationFor(input, r.model, raw.byteLength));
 
   const stream = input.stream === true;

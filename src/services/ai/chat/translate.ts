@@ -126,7 +126,7 @@ export async function translate(ctx: ActionContext<ChatInput>, r: Resolved): Pro
   const { input, gateway: gw, timing } = ctx;
   const raw = await ctx.rawBody();
   const opts = sdkOptions(input);
-  const call = AiCall.start(gw, ctx.identity, r.model, 'compat', ctx.requestId);
+  const call = AiCall.start(gw, ctx.identity, r.model, 'compat', ctx.requestId, ctx.timing);
   await call.reserve(reservationFor(input, r.model, raw.byteLength));
   const model = r.adapter.languageModel(r.call, r.model.upstream);
   const id = `chatcmpl-${ctx.requestId}`;

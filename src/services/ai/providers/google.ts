@@ -8,4 +8,6 @@ export const googleAdapter: ProviderAdapter = {
   authHeaders: (p) => ({ 'x-goog-api-key': p.apiKey }),
   languageModel: (c, id) =>
     createGoogleGenerativeAI({ baseURL: c.provider.baseUrl, apiKey: c.provider.apiKey, fetch: c.http.fetch })(id),
+  embeddingModel: (c, id) =>
+    createGoogleGenerativeAI({ baseURL: c.provider.baseUrl, apiKey: c.provider.apiKey, fetch: c.http.fetch }).embedding(id),
 };

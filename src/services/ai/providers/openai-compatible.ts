@@ -7,6 +7,8 @@ export const openaiCompatibleAdapter: ProviderAdapter = {
   kind: 'openai-compatible',
   chatCompletionsUrl: (p) => (p.slot.passthrough === false ? null : `${p.baseUrl}/chat/completions`),
   authHeaders: (p) => ({ authorization: `Bearer ${p.apiKey}` }),
+  // Embeddings are part of the OpenAI-compatible core; the Responses API is not assumed.
+  nativeUrl: (p, api) => (api === 'embeddings' && p.slot.passthrough !== false ? `${p.baseUrl}/embeddings` : null),
   languageModel: (c, id) =>
     createOpenAICompatible({
       name: c.provider.slot.id,
@@ -15,4 +17,6 @@ export const openaiCompatibleAdapter: ProviderAdapter = {
       includeUsage: true,
       fetch: c.http.fetch,
     }).chatModel(id),
+  embeddingModel: (c, id) =>
+    createOpenAICompatible({ name: c.provider.slot.id, baseURL: c.provider.baseUrl, apiKey: c.provider.apiKey, fetch: c.http.fetch }).embeddingModel(id),
 };

@@ -1,6 +1,6 @@
 // The uniform shape of a provider adapter: adding a provider kind means adding one file of
 // this shape and listing it in index.ts, not editing a switch.
-import type { ImageModel, LanguageModel, SpeechModel, TranscriptionModel } from 'ai';
+import type { EmbeddingModel, ImageModel, LanguageModel, SpeechModel, TranscriptionModel } from 'ai';
 import type { UpstreamHttp } from '../../../kernel/http.ts';
 import type { ProviderKind, ResolvedProvider } from '../registry.ts';
 
@@ -23,13 +23,19 @@ export interface VideoApi {
   download(c: ProviderCall, ref: string, signal?: AbortSignal): Promise<{ data: Uint8Array; mediaType: string }>;
 }
 
+/** Client APIs an upstream may speak natively (then citygate forwards instead of translating). */
+export type NativeApi = 'embeddings' | 'responses' | 'messages' | 'messages/count_tokens';
+
 export interface ProviderAdapter {
   kind: ProviderKind;
   /** URL of an OpenAI-compatible chat/completions endpoint for the byte pass-through, or null. */
   chatCompletionsUrl(p: ResolvedProvider): string | null;
   /** Headers that authenticate a pass-through request. */
   authHeaders(p: ResolvedProvider): Record<string, string>;
+  /** URL of the upstream's own endpoint for a client API it speaks natively, or null. */
+  nativeUrl?(p: ResolvedProvider, api: NativeApi): string | null;
   languageModel(c: ProviderCall, upstreamId: string): LanguageModel;
+  embeddingModel?(c: ProviderCall, upstreamId: string): EmbeddingModel;
   imageModel?(c: ProviderCall, upstreamId: string): ImageModel;
   speechModel?(c: ProviderCall, upstreamId: string): SpeechModel;
   transcriptionModel?(c: ProviderCall, upstreamId: string): TranscriptionModel;

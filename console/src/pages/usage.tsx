@@ -1,0 +1,140 @@
+// Usage records: filters (city, user, model, status, dates), cursor pages and a CSV export of
+// every record that matches (fetched page by page from usage/list).
+import { useState } from 'preact/hooks';
+import { get, type Page, type UsageRecord } from '../api.ts';
+import { useCities } from '../cities.ts';
+import { Badge, Empty, ErrorBox, ms, num, PageHead, Show, useAction, useLoad, when } from '../ui.tsx';
+
+interface Filters { city_id: string; user_id: string; model: string; status: string; from: string; to: string }
+const EMPTY: Filters = { city_id: '', user_id: '', model: '', status: '', from: '', to: '' };
+
+const COLUMNS: (keyof UsageRecord)[] = ['created_at', 'request_id', 'city_id', 'user_id', 'model', 'mode', 'status', 'error_code', 'input_tokens', 'output_tokens', 'cached_tokens', 'images', 'seconds', 'credits', 'duration_ms', 'overhead_ms', 'estimated'];
+const csvCell = (v: unknown) => {
+  const s = v == null ? '' : String(v);
+  return /[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+};
+
+/** The filters as usage/list wants them: `to` is exclusive, so the end date's whole day counts. */
+function query(f: Filters) {
+  const nextDay = (d: string) => new Date(Date.parse(d) + 86_400_000).toISOString().slice(0, 10);
+  return { ...f, to: f.to ? nextDay(f.to) : '' };
+}
+
+export function Usage() {
+  const cities = useCities();
+  const [draft, setDraft] = useState<Filters>(EMPTY);
+  const [filters, setFilters] = useState<Filters>(EMPTY);
+  const [cursors, setCursors] = useState<string[]>([]); // cursors of the pages before this one
+  const [cursor, setCursor] = useState<string | undefined>(undefined);
+  const page = useLoad(() => get<Page<UsageRecord>>('usage/list', { ...query(filters), cursor, limit: 50 }), [filters, cursor]);
+  const exp = useAction();
+  const [exported, setExported] = useState<string | null>(null);
+
+  const set = (k: keyof Filters) => (e: Event) => setDraft({ ...draft, [k]: (e.currentTarget as HTMLInputElement).value });
+  const apply = (f: Filters) => {
+    setFilters(f);
+    setCursor(undefined);
+    setCursors([]);
+  };
+
+  const exportCsv = () =>
+    exp.run(async () => {
+      const rows: UsageRecord[] = [];
+      let c: string | undefined;
+      do {
+        const p = await get<Page<UsageRecord>>('usage/list', { ...query(filters), cursor: c, limit: 200 });
+        rows.push(...p.items);
+        c = p.next_cursor ?? undefined;
+      } while (c && rows.length < 100_000);
+      const text = [COLUMNS.join(','), ...rows.map((r) => COLUMNS.map((k) => csvCell(r[k])).join(','))].join('\r\n') + '\r\n';
+      const a = document.createElement('a');
+      a.href = URL.createObjectURL(new Blob([text], { type: 'text/csv' }));
+      a.download = `citygate-usage-${new Date().toISOString().slice(0, 10)}.csv`;
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(a.href), 10_000);
+      setExported(`Exported ${num(rows.length)} records.`);
+    });
+
+  return (
+    <>
+      <PageHead title="Usage">
+        <button type="button" class="secondary" aria-busy={exp.busy} disabled={exp.busy} onClick={exportCsv}>
+          Export CSV
+        </button>
+      </PageHead>
+      <form class="filters" onSubmit={(e) => (e.preventDefault(), apply(draft))}>
+        <div class="filter-grid">
+          <label>
+            City
+            <select name="city_id" value={draft.city_id} onChange={set('city_id')}>
+              <option value="">All</option>
+              {(cities.data ?? []).map((c) => (
+                <option key={c.city_id} value={c.city_id}>{c.city_id}</option>
+              ))}
+            </select>
+          </label>
+          <label>User<input name="user_id" value={draft.user_id} onInput={set('user_id')} placeholder="any" /></label>
+          <label>Model<input name="model" value={draft.model} onInput={set('model')} placeholder="any" /></label>
+          <label>
+            Status
+            <select name="status" value={draft.status} onChange={set('status')}>
+              <option value="">Any</option>
+              <option value="ok">ok</option>
+              <option value="error">error</option>
+              <option value="aborted">aborted</option>
+            </select>
+          </label>
+          <label>From<input type="date" name="from" value={draft.from} onInput={set('from')} /></label>
+          <label>To<input type="date" name="to" value={draft.to} onInput={set('to')} /></label>
+        </div>
+        <button type="submit">Apply filters</button>{' '}
+        <button type="button" class="secondary outline" onClick={() => (setDraft(EMPTY), apply(EMPTY))}>Clear</button>
+      </form>
+      <ErrorBox error={exp.error} />
+      {exported && <p role="status" class="ok">{exported}</p>}
+      <Show load={page}>
+        {(p) =>
+          p.items.length === 0 ? (
+            <Empty>
+              {Object.values(filters).some(Boolean) ? 'No usage records match these filters: widen them or clear them.' : 'No usage yet: every model call through /v1/ai is recorded here. Try one in the Playground.'}
+            </Empty>
+          ) : (
+            <>
+              <div class="table-wrap">
+                <table class="striped" data-testid="usage-table">
+                  <thead>
+                    <tr><th>When</th><th>City / user</th><th>Model</th><th>Status</th><th class="num">Tokens in / out</th><th class="num">Credits</th><th class="num">Duration</th><th class="num">Overhead</th></tr>
+                  </thead>
+                  <tbody>
+                    {p.items.map((u) => (
+                      <tr key={u.usage_id}>
+                        <td>{when(u.created_at)}</td>
+                        <td>{u.city_id ?? '—'} / {u.user_id ?? '—'}</td>
+                        <td>{u.model} <small class="muted">{u.mode}</small></td>
+                        <td><Badge status={u.status} />{u.error_code && <small> {u.error_code}</small>}</td>
+                        <td class="num" title={u.estimated ? 'estimated: the upstream reported no usage' : undefined}>{u.estimated ? '~' : ''}{num(u.input_tokens)} / {num(u.output_tokens)}</td>
+                        <td class="num">{num(u.credits)}</td>
+                        <td class="num">{ms(u.duration_ms)}</td>
+                        <td class="num">{ms(u.overhead_ms)}</td>
+                      </tr>
+                    ))}
+                  </tbody>
+                </table>
+              </div>
+              <div class="pager">
+                <button type="button" class="secondary outline" disabled={cursors.length === 0} onClick={() => (setCursor(cursors[cursors.length - 1] || undefined), setCursors(cursors.slice(0, -1)))}>
+                  Newer
+                </button>
+                <button type="button" class="secondary outline" disabled={!p.next_cursor} onClick={() => (setCursors([...cursors, cursor ?? '']), setCursor(p.next_cursor!))}>
+                  Older
+                </button>
+              </div>
+            </>
+          )
+        }
+      </Show>
+    </>
+  );
+}

@@ -1,0 +1,138 @@
+// An AI SDK answer written as the Responses API: the response object, or its typed event
+// stream (response.created … output_text deltas, function call arguments … response.completed
+// with usage), numbered by sequence_number as OpenAI numbers them.
+import type { GatewayError } from '../../../kernel/errors.ts';
+import type { StreamWriter, Used } from '../sdk-call.ts';
+import type { ResponsesInput } from './input.ts';
+
+export interface Meta {
+  id: string;
+  model: string;
+  createdAt: number;
+  input: ResponsesInput;
+}
+
+const usageOut = (u: Used) => ({
+  input_tokens: u.input_tokens,
+  input_tokens_details: { cached_tokens: u.cached_tokens },
+  output_tokens: u.output_tokens,
+  output_tokens_details: { reasoning_tokens: 0 },
+  total_tokens: u.input_tokens + u.output_tokens,
+});
+
+/** The response object; `status` and `usage` as of now (in_progress: none yet). */
+function responseObject(m: Meta, status: 'in_progress' | 'completed' | 'incomplete', output: any[], used: Used | null) {
+  const i = m.input;
+  return {
+    id: m.id,
+    object: 'response',
+    created_at: m.createdAt,
+    status,
+    background: false,
+    error: null,
+    incomplete_details: status === 'incomplete' ? { reason: 'max_output_tokens' } : null,
+    instructions: i.instructions ?? null,
+    max_output_tokens: i.max_output_tokens ?? null,
+    model: m.model,
+    output,
+    parallel_tool_calls: (i as any).parallel_tool_calls ?? true,
+    previous_response_id: null,
+    reasoning: { effort: null, summary: null },
+    store: false,
+    temperature: i.temperature ?? 1,
+    text: { format: i.text?.format ?? { type: 'text' } },
+    tool_choice: i.tool_choice ?? 'auto',
+    tools: i.tools ?? [],
+    top_p: i.top_p ?? 1,
+    truncation: 'disabled',
+    usage: used ? usageOut(used) : null,
+    metadata: (i as any).metadata ?? {},
+  };
+}
+
+const statusOf = (finish: string) => (finish === 'length' ? 'incomplete' : 'completed');
+
+const messageItem = (id: string, text: string, status: string) => ({
+  type: 'message',
+  id,
+  status,
+  role: 'assistant',
+  content: status === 'in_progress' ? [] : [{ type: 'output_text', text, annotations: [], logprobs: [] }],
+});
+const callItem = (id: string, p: any, status: string) => ({
+  type: 'function_call',
+  id,
+  call_id: p.toolCallId,
+  name: p.toolName,
+  arguments: status === 'in_progress' ? '' : JSON.stringify(p.input ?? {}),
+  status,
+});
+
+export function responseJson(m: Meta, res: { content: any[]; finishReason: string }, used: Used) {
+  const output: any[] = [];
+  let n = 0;
+  const text = res.content.filter((p) => p.type === 'text').map((p) => p.text).join('');
+  if (text) output.push(messageItem(`msg_${m.id.slice(5)}_${n++}`, text, 'completed'));
+  for (const p of res.content) if (p.type === 'tool-call') output.push(callItem(`fc_${m.id.slice(5)}_${n++}`, p, 'completed'));
+  return responseObject(m, statusOf(res.finishReason), output, used);
+}
+
+export function responseStream(m: Meta): StreamWriter {
+  let seq = 0;
+  const output: any[] = [];
+  let open: { id: string; index: number; text: string } | null = null;
+  const ev = (type: string, data: object) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data, sequence_number: seq++ })}\n\n`;
+  const itemId = (prefix: string) => `${prefix}_${m.id.slice(5)}_${output.length}`;
+  const closeText = () => {
+    if (!open) return '';
+    const o = open;
+    open = null;
+    const part = { type: 'output_text', text: o.text, annotations: [], logprobs: [] };
+    const item = messageItem(o.id, o.text, 'completed');
+    output[o.index] = item;
+    return (
+      ev('response.output_text.done', { item_id: o.id, output_index: o.index, content_index: 0, text: o.text, logprobs: [] }) +
+      ev('response.content_part.done', { item_id: o.id, output_index: o.index, content_index: 0, part }) +
+      ev('response.output_item.done', { output_index: o.index, item })
+    );
+  };
+  return {
+    start: () =>
+      ev('response.created', { response: responseObject(m, 'in_progress', [], null) }) + ev('response.in_progress', { response: responseObject(m, 'in_progress', [], null) }),
+    part(p) {
+      if (p.type === 'text-delta' && p.text) {
+        let out = '';
+        if (!open) {
+          open = { id: itemId('msg'), index: output.length, text: '' };
+          const item = messageItem(open.id, '', 'in_progress');
+          output.push(item);
+          out +=
+            ev('response.output_item.added', { output_index: open.index, item }) +
+            ev('response.content_part.added', { item_id: open.id, output_index: open.index, content_index: 0, part: { type: 'output_text', text: '', annotations: [], logprobs: [] } });
+        }
+        open.text += p.text;
+        return out + ev('response.output_text.delta', { item_id: open.id, output_index: open.index, content_index: 0, delta: p.text, logprobs: [] });
+      }
+      if (p.type === 'tool-call') {
+        let out = closeText();
+        const id = itemId('fc');
+        const index = output.length;
+        const item = callItem(id, p, 'completed');
+        output.push(item);
+        out +=
+          ev('response.output_item.added', { output_index: index, item: callItem(id, p, 'in_progress') }) +
+          ev('response.function_call_arguments.delta', { item_id: id, output_index: index, delta: item.arguments }) +
+          ev('response.function_call_arguments.done', { item_id: id, output_index: index, name: item.name, arguments: item.arguments }) +
+          ev('response.output_item.done', { output_index: index, item });
+        return out;
+      }
+      return '';
+    },
+    end(used, finish) {
+      const status = statusOf(finish);
+      const out = closeText();
+      return out + ev(status === 'completed' ? 'response.completed' : 'response.incomplete', { response: responseObject(m, status, output, used) });
+    },
+    error: (e: GatewayError) => ev('error', { code: e.code, message: e.message, param: e.param ?? null }),
+  };
+}

@@ -1,0 +1,91 @@
+// cities: the actions of issue 15 — per-city settings (rate limits, user budget), revoking
+// a user's tokens, rotating the signing key.
+import { z } from 'zod';
+import { cityLimitsSchema, parseCitySettings, userBudgetSchema, type CitySettings } from '../../kernel/city-settings.ts';
+import { forbidden } from '../../kernel/errors.ts';
+import { action } from '../../kernel/service.ts';
+import { userIdSchema } from './tokens.ts';
+import type { requireCity as RequireCity } from './index.ts';
+import { getCity } from './store.ts';
+
+const cityRef = z.string().min(1).max(64);
+
+/** The settings as the admin sees them (limits not set are null: the env key applies). */
+function settingsView(s: CitySettings) {
+  const l = s.limits ?? {};
+  return {
+    limits: {
+      user_rpm: l.user_rpm ?? null,
+      user_tpm: l.user_tpm ?? null,
+      city_rpm: l.city_rpm ?? null,
+      city_tpm: l.city_tpm ?? null,
+      user_concurrency: l.user_concurrency ?? null,
+    },
+    user_budget: s.user_budget ?? null,
+  };
+}
+
+export function securityActions(requireCity: typeof RequireCity) {
+  return {
+    update: action({
+      method: 'POST',
+      auth: ['admin'],
+      summary: 'Update a city: name, rate limits (override the RATE_LIMIT_* env keys; 0 = off, null = env) and a spending cap per user',
+      input: z.object({
+        city_id: cityRef,
+        name: z.string().trim().min(1).max(200).optional(),
+        limits: cityLimitsSchema.nullable().optional(),
+        user_budget: userBudgetSchema.nullable().optional(),
+      }),
+      handler: async ({ gateway, input }) => {
+        const row = await requireCity(gateway, input.city_id);
+        const current = parseCitySettings(row.settings);
+        const next: CitySettings = { ...current };
+        if (input.limits === null) delete next.limits;
+        else if (input.limits) {
+          const merged = { ...current.limits, ...input.limits };
+          for (const k of Object.keys(merged) as (keyof typeof merged)[]) if (merged[k] == null) delete merged[k];
+          next.limits = merged;
+        }
+        if (input.user_budget === null) delete next.user_budget;
+        else if (input.user_budget) next.user_budget = input.user_budget;
+        const t = Date.now();
+        await gateway.db.kysely
+          .updateTable('cities')
+          .set({ settings: JSON.stringify(next), updated_at: t, ...(input.name ? { name: input.name } : {}) })
+          .where('city_id', '=', input.city_id)
+          .where('status', '!=', 'removed')
+          .execute();
+        const after = (await getCity(gateway.db, input.city_id))!;
+        gateway.cities.set(after.city_id, after.status, next);
+        return {
+          city_id: after.city_id,
+          name: after.name,
+          status: after.status === 'paused' ? 'paused' : 'active',
+          ...settingsView(next),
+          updated_at: new Date(after.updated_at).toISOString(),
+        };
+      },
+    }),
+    'tokens/revoke': action({
+      method: 'POST',
+      auth: ['admin', 'bureau'],
+      summary: 'Revoke every token issued to a user before now (a bureau: users of its own city); every replica refuses them within 3 s',
+      output: z.object({ city_id: z.string(), user_id: z.string(), revoked_before: z.iso.datetime() }),
+      input: z.object({ city_id: cityRef, user_id: userIdSchema }),
+      handler: async ({ gateway, input, identity }) => {
+        if (identity.kind === 'bureau' && identity.cityId !== input.city_id) throw forbidden('city_mismatch', 'This credential is bound to another city.');
+        await requireCity(gateway, input.city_id, identity);
+        const before = await gateway.keys.revocations.revokeUser(input.city_id, input.user_id);
+        return { city_id: input.city_id, user_id: input.user_id, revoked_before: new Date(before).toISOString() };
+      },
+    }),
+    'keys/rotate': action({
+      method: 'POST',
+      auth: ['admin'],
+      summary: 'Start a new signing key; old keys stay in the JWKS and verify until their tokens expire',
+      output: z.object({ kid: z.string(), retired: z.array(z.string()) }),
+      handler: async ({ gateway }) => gateway.keys.rotate(),
+    }),
+  };
+}

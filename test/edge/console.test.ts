@@ -1,0 +1,55 @@
+// The admin console on the edge: Cloudflare serves console/dist as the Worker's static assets
+// (what `citygate deploy` uploads) before the Worker runs; everything else reaches the Worker.
+import assert from 'node:assert/strict';
+import { resolve } from 'node:path';
+import { after, before, test } from 'node:test';
+import { startWorker, type TestWorker } from '../helpers/worker.ts';
+
+const DIST = resolve(import.meta.dirname, '../../console/dist');
+let w: TestWorker;
+let bare: TestWorker;
+
+before(async () => {
+  w = await startWorker({ assets: DIST });
+  bare = await startWorker();
+});
+after(async () => {
+  await w?.stop();
+  await bare?.stop();
+});
+
+test('/console on the Worker: the index, its script and style come from the static assets', async () => {
+  const redirect = await fetch(`${w.url}/console`, { redirect: 'manual' });
+  assert.ok([301, 307, 308].includes(redirect.status), String(redirect.status));
+  assert.equal(new URL(redirect.headers.get('location')!, w.url).pathname, '/console/');
+  const index = await fetch(`${w.url}/console/`);
+  assert.equal(index.status, 200);
+  assert.match(index.headers.get('content-type')!, /text\/html/);
+  // The same headers as on Node, from console/dist/_headers.
+  assert.match(index.headers.get('content-security-policy')!, /default-src 'self'/);
+  const html = await index.text();
+  assert.match(html, /<div id="app"><\/div>/);
+  const assets = [...html.matchAll(/(?:src|href)="(\/console\/assets\/[^"]+)"/g)].map((m) => m[1]);
+  const js = assets.find((a) => a.endsWith('.js'));
+  assert.ok(js && assets.some((a) => a.endsWith('.css')), html);
+  const script = await fetch(w.url + js);
+  assert.equal(script.status, 200);
+  assert.match(script.headers.get('content-type')!, /javascript/);
+  assert.match(await script.text(), /citygate\.console\.key/);
+});
+
+test('the API is still the Worker’s: /health, /v1, and a missing console file is the gateway’s 404', async () => {
+  assert.deepEqual((await (await fetch(`${w.url}/health`)).json()).ok, true);
+  const key = await w.adminKey();
+  const cities = await fetch(`${w.url}/v1/cities/list`, { headers: { authorization: `Bearer ${key}` } });
+  assert.equal(cities.status, 200);
+  const missing = await fetch(`${w.url}/console/assets/missing.js`);
+  assert.equal(missing.status, 404);
+  assert.equal((await missing.json()).error.code, 'route_not_found');
+});
+
+test('a Worker deployed without the assets says how to get the console', async () => {
+  const res = await fetch(`${bare.url}/console/`);
+  assert.equal(res.status, 503);
+  assert.match(await res.text(), /npm run build:console/);
+});
