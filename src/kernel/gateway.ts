@@ -205,6 +205,21 @@ export function createGateway(opts: GatewayOptions): Gateway {
     });
   });
 
+  // Before CORS: a preflight answered by the CORS middleware must see a fresh env too
+  // (CORS_ORIGINS changed by another process), not a snapshot only other requests refresh.
+  app.use('*', async (_c, next) => {
+    await init().catch((e) => {
+      // A Worker cannot refuse to start: it refuses every request instead, changing nothing.
+      if (e instanceof MasterKeyError) {
+        log('error', 'refusing to serve: wrong master key', { error: e.message });
+        throw new GatewayError(503, 'master_key_mismatch', `The gateway refuses to start: ${e.message}`);
+      }
+      throw e;
+    });
+    await env.fresh();
+    await next();
+  });
+
   const corsMiddleware = cors({
       origin: (origin) => {
         const allowed = env.get('CORS_ORIGINS');
@@ -219,19 +234,6 @@ export function createGateway(opts: GatewayOptions): Gateway {
   // Only browsers need CORS, and they always send Origin: other callers skip the middleware
   // (it touches c.res before the handler, which makes Hono copy every response).
   app.use('*', (c, next) => (c.req.header('origin') ? corsMiddleware(c, next) : next()));
-
-  app.use('*', async (_c, next) => {
-    await init().catch((e) => {
-      // A Worker cannot refuse to start: it refuses every request instead, changing nothing.
-      if (e instanceof MasterKeyError) {
-        log('error', 'refusing to serve: wrong master key', { error: e.message });
-        throw new GatewayError(503, 'master_key_mismatch', `The gateway refuses to start: ${e.message}`);
-      }
-      throw e;
-    });
-    await env.fresh();
-    await next();
-  });
 
   app.get('/', (c) =>
     c.json({ name: config.name, version: config.version, ok: true, health: '/health', docs: '/docs' }),

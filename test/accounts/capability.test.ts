@@ -34,7 +34,7 @@ before(async () => {
   });
   assert.equal((await call('POST', '/v1/cities/create', { name: 'Cap', city_id: 'cap' })).status, 200);
 });
-after(() => gw.stop());
+after(() => gw?.stop());
 
 describe('accounts capability', () => {
   test('onUserCreated fires once per new user, whatever created it', async () => {

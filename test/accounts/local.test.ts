@@ -15,7 +15,7 @@ describe('accounts: local login (default: on)', () => {
     await admin.post('/v1/cities/create', { name: 'Local', city_id: 'local-city' });
     await admin.post('/v1/cities/create', { name: 'Other', city_id: 'other-city' });
   });
-  after(() => gw.stop());
+  after(() => gw?.stop());
 
   test('providers lists local only when no OAuth provider is configured', async () => {
     const r = await guest.get('/v1/accounts/providers');
@@ -113,7 +113,7 @@ describe('accounts: LOCAL_LOGIN=false (the container default)', () => {
     gw = await startGateway({ env: { LOCAL_LOGIN: 'false' } });
     await client(gw.url, gw.adminKey).post('/v1/cities/create', { name: 'C', city_id: 'c1' });
   });
-  after(() => gw.stop());
+  after(() => gw?.stop());
 
   test('login → 403 local_login_disabled and providers no longer lists local', async () => {
     const guest = client(gw.url);

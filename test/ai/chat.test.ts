@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { call, client, errorOf } from '../helpers/http.ts';
+import { until } from '../helpers/wait.ts';
 import { startAiWorld, type AiWorld } from './setup.ts';
 
 let w: AiWorld;
@@ -83,6 +84,10 @@ describe('the openai package against /v1/ai', () => {
     });
     assert.equal(r.choices[0].message.content, 'Hello from stub:');
     assert.equal(r.choices[0].finish_reason, 'length');
+    const sent = lastChat().body as any;
+    assert.equal(sent.max_tokens, 3);
+    assert.deepEqual(sent.stop, ['never']);
+    assert.deepEqual(sent.response_format, { type: 'text' });
   });
 
   test('an aliased model (id=upstream_id) is sent upstream under its upstream id', async () => {
@@ -229,14 +234,6 @@ describe('errors', () => {
     assert.equal(s.status, 502);
   });
 
-  test('upstream timeout → 504', async () => {
-    const r = await chat('stub-slow');
-    assert.equal(r.status, 504);
-    assert.equal(errorOf(r).code, 'upstream_timeout');
-    const t = await client(w.gw.url, w.alice).post('/v1/ai/text', { model: 'stub-slow', prompt: 'x' });
-    assert.equal(t.status, 504);
-  });
-
   test('upstream 400 (context length) → 400 with the upstream’s reason', async () => {
     const r = await chat('stub-400');
     assert.equal(r.status, 400);
@@ -267,9 +264,8 @@ describe('errors', () => {
     const reader = res.body!.getReader();
     await reader.read();
     ac.abort();
-    const deadline = Date.now() + 3000;
-    while (w.stub.disconnects === before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
-    assert.equal(w.stub.disconnects, before + 1, 'the stub saw the upstream request go away');
+    await until('the stub to see the upstream request go away', () => w.stub.disconnects > before, 30_000);
+    assert.equal(w.stub.disconnects, before + 1);
   });
 });
 

@@ -57,7 +57,9 @@ export async function startAiWorld(opts: { stub?: OpenAIStubOptions; env?: Recor
       TEXTPROVIDER_BASE_URL: stub.url,
       TEXTPROVIDER_MODELS: 'stub-model,stub-500,stub-400,stub-slow,stub-stream-slow,aliased=stub-model',
       OPENAI_BASE_URL: stub.url,
-      AI_UPSTREAM_TIMEOUT_MS: '800',
+      // A realistic deadline: a loaded machine must not turn an ordinary call into a 504.
+      // The timeout itself is tested on its own gateway (timeout.test.ts).
+      AI_UPSTREAM_TIMEOUT_MS: '60000',
       AI_VIDEO_POLL_MS: '50',
       // These tests check how one upstream answer maps to what the caller sees; retries,
       // fallbacks and cooldowns have their own tests (test/ai/routing.test.ts).

@@ -7,13 +7,16 @@ import { runCli } from '../helpers/cli.ts';
 import { startGateway, tempDir, type TestGateway } from '../helpers/gateway.ts';
 import { call, client } from '../helpers/http.ts';
 import { startOpenAIStub, type OpenAIStub } from '../stubs/openai.ts';
+import { awayFromMidnight, until } from '../helpers/wait.ts';
 
 let stub: OpenAIStub;
 let gw: TestGateway;
 let env: Record<string, string>;
-const today = new Date().toISOString().slice(0, 10);
+/** The UTC day of the records, read once from them (not from the clock: a run may cross midnight). */
+let today: string;
 
 before(async () => {
+  await awayFromMidnight();
   stub = await startOpenAIStub();
   gw = await startGateway({
     env: {
@@ -35,11 +38,12 @@ before(async () => {
   }
   // Registered nowhere: the command reaches the gateway by --gateway URL and CITYGATE_ADMIN_KEY.
   env = { CITYGATE_CONFIG: join(tempDir('citygate-cli-'), 'config.json'), CITYGATE_ADMIN_KEY: gw.adminKey };
-  for (let i = 0; i < 100; i++) {
-    const s = await client(gw.url, gw.adminKey).get('/v1/usage/summary');
-    if (s.body.totals?.calls === 4) break;
-    await new Promise((r) => setTimeout(r, 25));
-  }
+  // The records are written in the background: wait for all four, or fail here.
+  const admin2 = client(gw.url, gw.adminKey);
+  await until('the four usage records', async () => (await admin2.get('/v1/usage/summary')).body.totals?.calls === 4, 60_000);
+  const days = new Set((await admin2.get('/v1/usage/list?limit=10')).body.items.map((x: { created_at: string }) => x.created_at.slice(0, 10)));
+  assert.equal(days.size, 1, 'the records fall on one UTC day');
+  [today] = days as Set<string>;
 });
 after(async () => {
   await gw?.stop();

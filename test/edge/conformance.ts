@@ -77,10 +77,33 @@ export const conformance: Record<string, (t: Target) => Promise<void>> = {
     const asUser = await call(t.url, 'GET', '/v1/cities/list', { token: r.body.user_token });
     assert.equal(asUser.status, 403);
     assert.equal(errorOf(asUser).code, 'identity_not_allowed');
-    // Tokens of a removed city stop working.
-    await admin.post('/v1/cities/remove', { city_id: id });
-    const gone = await call(t.url, 'GET', '/v1/cities/list', { token: r.body.user_token });
-    assert.ok(gone.status === 401 || gone.status === 403, `removed city's token refused (got ${gone.status})`);
+    // Tokens of a removed city stop working: the same call on an action open to users
+    // answers 200 before the removal and 401 invalid_token after it.
+    const mine = await call(t.url, 'GET', '/v1/balance/me', { token: r.body.user_token });
+    assert.equal(mine.status, 200, mine.text);
+    assert.equal(mine.body.user_id, 'alice');
+    assert.equal((await admin.post('/v1/cities/remove', { city_id: id })).status, 200);
+    const gone = await call(t.url, 'GET', '/v1/balance/me', { token: r.body.user_token });
+    assert.equal(gone.status, 401, `removed city's token refused: ${gone.text}`);
+    assert.equal(errorOf(gone).code, 'invalid_token');
+  },
+
+  async 'a bureau token of a removed city stops working'(t) {
+    const admin = client(t.url, t.adminKey);
+    const id = uniq('br');
+    assert.equal((await admin.post('/v1/cities/create', { name: 'Bureau city', city_id: id })).status, 200);
+    const bureau = await admin.post('/v1/bureaus/create', { city_id: id, name: 'backend' });
+    assert.equal(bureau.status, 200, bureau.text);
+    const asBureau = client(t.url, bureau.body.bureau_token);
+    const before = await asBureau.get('/v1/cities/list');
+    assert.equal(before.status, 200, before.text);
+    assert.deepEqual(before.body.items.map((c: { city_id: string }) => c.city_id), [id]);
+    assert.equal((await asBureau.post('/v1/cities/tokens/apply', { city_id: id, user_id: 'u' })).status, 200);
+    assert.equal((await admin.post('/v1/cities/remove', { city_id: id })).status, 200);
+    for (const r of [await asBureau.get('/v1/cities/list'), await asBureau.post('/v1/cities/tokens/apply', { city_id: id, user_id: 'u' })]) {
+      assert.equal(r.status, 401, r.text);
+      assert.equal(errorOf(r).code, 'invalid_token');
+    }
   },
 
   async 'env: upsert, list masked, reveal, import, remove'(t) {

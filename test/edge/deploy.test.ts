@@ -1,13 +1,16 @@
 // `citygate init` and `citygate deploy` against a fake wrangler placed first on PATH: it
-// records its calls and "deploys" to a Miniflare-served copy of the real Worker, whose
-// local D1 it reads for the admin key. Then the admin commands against that gateway.
+// records its calls, and its `deploy` bundles the entry with the config `citygate deploy`
+// generated (the real wrangler) and runs that bundle in workerd (Miniflare) with that
+// config's bindings and vars, so a wrong generated config fails here. Then the admin
+// commands against the deployed gateway.
 import assert from 'node:assert/strict';
-import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { delimiter, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { tempDir } from '../helpers/gateway.ts';
 import { runCli, type CliResult } from '../helpers/cli.ts';
-import { startWorker, wranglerBundle, type TestWorker } from '../helpers/worker.ts';
+import { wranglerBundle } from '../helpers/worker.ts';
 import { validateDeclaration } from '../../src/cli/deploy/declaration.ts';
 import { wranglerConfig } from '../../src/cli/deploy/wrangler-config.ts';
 
@@ -23,7 +26,6 @@ interface Call {
   config?: any;
 }
 
-let worker: TestWorker;
 let root: string;
 let bin: string;
 /** What the real wrangler said about the generated config of a scaffolded project. */
@@ -32,12 +34,11 @@ let realWrangler: string;
 before(async () => {
   root = tempDir('citygate-deploy-');
   bin = join(root, 'bin');
-  cpSync(join(import.meta.dirname, 'fake-wrangler.ts'), join(root, 'fake-wrangler.ts'));
   mkdirSync(bin);
-  writeFileSync(join(bin, 'wrangler'), `#!/bin/sh\nexec "${process.execPath}" "${join(root, 'fake-wrangler.ts')}" "$@"\n`);
+  writeFileSync(join(bin, 'wrangler'), `#!/bin/sh\nexec "${process.execPath}" "${join(import.meta.dirname, 'fake-wrangler.ts')}" "$@"\n`);
   chmodSync(join(bin, 'wrangler'), 0o755);
-  // The "deployed" Worker: a scaffolded project (`citygate init`) depending on this citygate,
-  // bundled by the real wrangler with the config a deploy generates, served by Miniflare.
+  // A scaffolded project (`citygate init`) depending on this citygate, bundled by the real
+  // wrangler with the config a deploy generates: what wrangler says about its bindings.
   const tmpl = join(root, 'template');
   const init = await runCli(['init', tmpl, '--target', 'edge']);
   assert.equal(init.code, 0, init.stderr);
@@ -47,18 +48,30 @@ before(async () => {
   city.resources.storage = { type: 'r2', binding: 'MEDIA', name: 'template-media' };
   const config = join(tmpl, '.citygate-wrangler-test.json');
   writeFileSync(config, JSON.stringify(wranglerConfig(validateDeclaration(city), { databaseId: null }, { version: '0.1.0', accountId: ACCOUNT })));
-  const { bundle, output } = wranglerBundle(config, join(tmpl, 'dist'));
+  const { output } = wranglerBundle(config, join(tmpl, 'dist'));
   realWrangler = output;
   rmSync(config);
-  worker = await startWorker({ bundle, persistDir: join(root, 'edge-state'), storage: true });
 });
-after(() => worker?.stop());
+// The deployed Workers stop with this process (they watch it), or here.
+const sandboxes: { deployedAll(): { pid: number }[] }[] = [];
+after(() => {
+  for (const s of sandboxes) for (const w of s.deployedAll()) {
+    try {
+      process.kill(w.pid, 'SIGTERM');
+    } catch {
+      /* gone */
+    }
+  }
+});
 
 /** A scaffolded edge project whose build/typecheck scripts record that they ran. */
 async function project(s: Sandbox, name: string, edit?: (city: any) => void): Promise<string> {
   const dir = join(s.dir, name);
   const r = await s.cli(['init', dir, '--target', 'edge']);
   assert.equal(r.code, 0, r.stderr);
+  // Its dependency on citygate: this checkout (what `npm install` would put there).
+  mkdirSync(join(dir, 'node_modules'));
+  symlinkSync(resolve(import.meta.dirname, '../..'), join(dir, 'node_modules', 'citygate'), 'dir');
   writeFileSync(
     join(dir, 'record.mjs'),
     `import { appendFileSync } from 'node:fs';\nappendFileSync(process.env.FAKE_WRANGLER_LOG, JSON.stringify({ kind: 'script', name: process.argv[2] }) + '\\n');\n`,
@@ -86,8 +99,9 @@ function sandbox(label: string) {
     FAKE_WRANGLER_LOG: join(dir, 'calls.jsonl'),
     FAKE_WRANGLER_STATE: join(dir, 'cloudflare.json'),
     FAKE_WRANGLER_ACCOUNT_ID: ACCOUNT,
-    FAKE_WRANGLER_DEPLOY_URL: worker.url,
-    FAKE_WRANGLER_D1_DIR: worker.persistDir,
+    FAKE_WRANGLER_REAL: resolve(import.meta.dirname, '../../node_modules/.bin/wrangler'),
+    FAKE_WRANGLER_D1_DIR: join(dir, 'edge'),
+    FAKE_WRANGLER_OWNER_PID: String(process.pid),
     CITYGATE_VERIFY_TIMEOUT_MS: '5000',
     CLOUDFLARE_ACCOUNT_ID: undefined as unknown as string,
     CITYGATE_ADMIN_KEY: undefined as unknown as string,
@@ -97,7 +111,23 @@ function sandbox(label: string) {
     existsSync(env.FAKE_WRANGLER_LOG) ? readFileSync(env.FAKE_WRANGLER_LOG, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l)) : [];
   const wranglerCalls = () => calls().filter((c) => c.kind === 'wrangler');
   const cli = (args: string[], cwd?: string) => runCli(args, { env, cwd });
-  return { dir, env, calls, wranglerCalls, cli };
+  const state = () => (existsSync(env.FAKE_WRANGLER_STATE) ? JSON.parse(readFileSync(env.FAKE_WRANGLER_STATE, 'utf8')) : {});
+  const deployedAll = (): { url: string; controlUrl: string; pid: number; databases: string[] }[] => Object.values(state().workers ?? {});
+  /** The Worker `wrangler deploy` runs for `name`: its URL and its D1 (as the operator's SQL console). */
+  const deployed = (name: string) => {
+    const w = state().workers?.[name];
+    assert.ok(w, `no Worker ${name} deployed`);
+    const sql = async <T>(query: string): Promise<T[]> => {
+      const res = await fetch(`${w.controlUrl}/d1/${w.databases[0]}`, { method: 'POST', body: query });
+      assert.equal(res.status, 200);
+      return ((await res.json()) as { results: T[] }).results;
+    };
+    const adminKey = async () => (await sql<{ value: string }>(`SELECT value FROM env WHERE key = 'GATEWAY_ADMIN_SECRET_KEY'`))[0].value;
+    return { url: w.url as string, sql, adminKey };
+  };
+  const s = { dir, env, calls, wranglerCalls, cli, deployed, deployedAll };
+  sandboxes.push(s);
+  return s;
 }
 
 const label = (c: Call) =>
@@ -166,7 +196,8 @@ describe('citygate deploy', () => {
     assert.deepEqual(progress(first), STEPS);
     assert.match(first.stdout, /version\s+0\.1\.0 → 0\.1\.1/);
     assert.match(first.stdout, /database edge-gw-db \(created\), queue edge-gw-queue \(created\), storage edge-gw-media \(created\)/);
-    assert.match(first.stdout, new RegExp(`verify\\s+${worker.url.replace(/[.:/]/g, '\\$&')}/health ok`));
+    const url = s.deployed('edge-gw').url;
+    assert.match(first.stdout, new RegExp(`verify\\s+${url.replace(/[.:/]/g, '\\$&')}/health ok`));
     assert.equal(version(dir), '0.1.1');
   });
 
@@ -226,6 +257,10 @@ describe('citygate deploy', () => {
     const exec = s.wranglerCalls().find((x) => x.argv![1] === 'execute')!;
     assert.ok(exec.argv!.includes(`SELECT value FROM env WHERE key = 'GATEWAY_ADMIN_SECRET_KEY'`));
     assert.ok(exec.argv!.includes('--remote'));
+    // The fake honours the database it is given: another name is wrangler's error, not this D1.
+    const wrong = spawnSync(join(bin, 'wrangler'), ['d1', 'execute', 'other-db', '--remote', '--json', '--command', 'SELECT 1'], { env: { ...process.env, ...s.env }, encoding: 'utf8' });
+    assert.equal(wrong.status, 1);
+    assert.match(wrong.stderr, /Couldn't find a D1 DB with the name or binding 'other-db'/);
   });
 
   test('registers the URL and admin key as the current gateway in a 0600 config file', async () => {
@@ -233,8 +268,9 @@ describe('citygate deploy', () => {
     assert.equal(statSync(path).mode & 0o777, 0o600);
     const config = JSON.parse(readFileSync(path, 'utf8'));
     assert.equal(config.current, 'edge-gw');
-    assert.equal(config.gateways['edge-gw'].url, worker.url);
-    assert.equal(config.gateways['edge-gw'].admin_key, await worker.adminKey());
+    const w = s.deployed('edge-gw');
+    assert.equal(config.gateways['edge-gw'].url, w.url);
+    assert.equal(config.gateways['edge-gw'].admin_key, await w.adminKey(), 'the key in the deployed Worker’s D1');
   });
 
   test('the registered gateway and its admin key work with `citygate cities list`', async () => {
@@ -278,7 +314,7 @@ describe('citygate deploy', () => {
     assert.equal(dup.code, 1);
     assert.match(dup.stderr, /409 city_exists/);
 
-    const key = await worker.adminKey();
+    const key = await s.deployed('edge-gw').adminKey();
     const masked = await s.cli(['admin-key']);
     assert.equal(masked.code, 0, masked.stderr);
     assert.ok(!masked.stdout.includes(key), 'masked by default');
@@ -307,6 +343,7 @@ describe('citygate deploy', () => {
   test('gateways: list, add, use, remove; --gateway URL with CITYGATE_ADMIN_KEY', async () => {
     const list = await s.cli(['gateways', 'list']);
     assert.match(list.stdout, /^\*\s+edge-gw\s+http:\/\/127\.0\.0\.1:\d+\s+cg_admin_/m);
+    const worker = s.deployed('edge-gw');
     assert.ok(!list.stdout.includes(await worker.adminKey()));
     const add = await s.cli(['gateways', 'add', worker.url, '--name', 'other', '--admin-key', 'cg_admin_wrong-key-000000000000000', '--no-use']);
     assert.equal(add.code, 0, add.stderr);

@@ -1,12 +1,19 @@
 // A stand-in for `wrangler`, placed first on PATH by the deploy tests. It records every
 // call (argv, account id from the environment, the --config file as it was at call time)
 // as a JSON line in $FAKE_WRANGLER_LOG, keeps created resources in $FAKE_WRANGLER_STATE,
-// and prints what wrangler 4 prints. `deploy` reports $FAKE_WRANGLER_DEPLOY_URL (a
-// Miniflare-served copy of the Worker); `d1 execute` runs the SQL on that Worker's local
-// D1 files under $FAKE_WRANGLER_D1_DIR.
-import { appendFileSync, existsSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { DatabaseSync } from 'node:sqlite';
+// and prints what wrangler 4 prints.
+//
+// `deploy` does what Cloudflare would do with the config and entry it is given: the real
+// wrangler ($FAKE_WRANGLER_REAL) checks the config and bundles its `main`, then the bundle
+// runs in workerd through Miniflare (fake-wrangler-serve.ts) with that config's bindings and
+// vars, its data under $FAKE_WRANGLER_D1_DIR; a redeploy replaces it at the same URL. So a
+// wrong generated config or entry fails the deploy or the Worker, as it would for real.
+// `d1 execute <name> --remote` runs the SQL on the D1 database of that name (unknown name:
+// wrangler's error), through the deployed Worker that binds it.
+import { spawn, spawnSync } from 'node:child_process';
+import { appendFileSync, existsSync, mkdirSync, openSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { Miniflare, convertV4MiniflareOptions } from 'miniflare';
 
 const argv = process.argv.slice(2);
 const env = process.env;
@@ -25,14 +32,23 @@ appendFileSync(
   JSON.stringify({ kind: 'wrangler', argv, cwd: process.cwd(), account: env.CLOUDFLARE_ACCOUNT_ID ?? null, configPath: configPath ?? null, config }) + '\n',
 );
 
+interface Deployed {
+  url: string;
+  controlUrl: string;
+  pid: number;
+  port: number;
+  databases: string[];
+}
 interface State {
   secrets?: Record<string, string>;
   databases: { uuid: string; name: string; created_at: string }[];
   queues: { queue_id: string; queue_name: string; created_on: string }[];
   buckets: { name: string; creation_date: string }[];
+  workers?: Record<string, Deployed>;
 }
 const statePath = env.FAKE_WRANGLER_STATE!;
 const state: State = existsSync(statePath) ? JSON.parse(readFileSync(statePath, 'utf8')) : { databases: [], queues: [], buckets: [] };
+state.workers ??= {};
 const save = () => writeFileSync(statePath, JSON.stringify(state, null, 2));
 const banner = () => console.log(`\n ⛅️ wrangler 4.164.0\n────────────────────`);
 const uuid = () => crypto.randomUUID();
@@ -47,18 +63,8 @@ function boxTable(rows: Record<string, string>[]): string {
   return [line('┌', '┬', '┐'), row(cols), line('├', '┼', '┤'), ...rows.map((r) => row(cols.map((c) => r[c]))), line('└', '┴', '┘')].join('\n');
 }
 
-function findSqlite(dir: string): string[] {
-  const out: string[] = [];
-  for (const f of readdirSync(dir)) {
-    const p = join(dir, f);
-    if (statSync(p).isDirectory()) out.push(...findSqlite(p));
-    else if (f.endsWith('.sqlite')) out.push(p);
-  }
-  return out;
-}
-
 const cmd = argv.filter((a) => !a.startsWith('-')).slice(0, 3).join(' ');
-function main(): number {
+async function main(): Promise<number> {
   if (argv[0] === 'whoami') {
     if (env.FAKE_WRANGLER_LOGGED_OUT) {
       console.log(JSON.stringify({ loggedIn: false }));
@@ -82,22 +88,36 @@ function main(): number {
     return 0;
   }
   if (cmd.startsWith('d1 execute')) {
+    const name = argv[2];
     const sql = flag('--command')!;
-    const file = findSqlite(env.FAKE_WRANGLER_D1_DIR!).find((f) => {
-      const db = new DatabaseSync(f, { readOnly: true });
-      try {
-        return !!db.prepare(`SELECT name FROM sqlite_master WHERE name = 'env'`).get();
-      } finally {
-        db.close();
-      }
-    });
-    if (!file) {
-      console.error('✘ [ERROR] no such table: env: SQLITE_ERROR');
+    const db = state.databases.find((d) => d.name === name);
+    if (!db) {
+      console.error(`✘ [ERROR] Couldn't find a D1 DB with the name or binding '${name}' in your wrangler.json file.`);
       return 1;
     }
-    const db = new DatabaseSync(file, { readOnly: true });
-    const results = db.prepare(sql).all();
-    db.close();
+    let results: unknown[];
+    const live = Object.values(state.workers!).find((w) => w.databases.includes(db.uuid) && alive(w.pid));
+    if (live) {
+      const res = await fetch(`${live.controlUrl}/d1/${encodeURIComponent(db.uuid)}`, { method: 'POST', body: sql });
+      const out = (await res.json()) as { results?: unknown[]; error?: string };
+      if (!res.ok) {
+        console.error(`✘ [ERROR] ${out.error}`);
+        return 1;
+      }
+      results = out.results!;
+    } else {
+      // No Worker of this account binds it right now: open the database by itself.
+      const native = convertV4MiniflareOptions({ modules: true, script: 'export default { fetch: () => new Response(null) }', compatibilityDate: '2025-09-01', d1Databases: { DB: db.uuid } } as any);
+      const mf = new Miniflare({ ...native, resourcePersistencePath: env.FAKE_WRANGLER_D1_DIR } as any);
+      try {
+        results = (await (await mf.getD1Database('DB')).prepare(sql).all()).results;
+      } catch (e) {
+        console.error(`✘ [ERROR] ${String(e)}`);
+        return 1;
+      } finally {
+        await mf.dispose();
+      }
+    }
     console.log(JSON.stringify([{ results, success: true, meta: { served_by: 'v3-prod', duration: 0.2, changes: 0, rows_read: results.length, rows_written: 0 } }], null, 2));
     return 0;
   }
@@ -150,21 +170,73 @@ function main(): number {
     return 0;
   }
   if (argv[0] === 'deploy') {
-    if (!config) {
+    if (!config || !configPath) {
       console.error('✘ [ERROR] Missing entry-point: no configuration file');
       return 1;
     }
-    const c = config as { name: string };
+    const c = config as { name: string; d1_databases?: { database_id: string }[] };
     banner();
+    // The real wrangler checks the config and bundles its entry (without uploading anything).
+    const outdir = flag('--outdir') ?? join(dirname(statePath), 'bundles', `${c.name}-${Date.now()}`);
+    const real = spawnSync(env.FAKE_WRANGLER_REAL!, ['deploy', '--dry-run', '--outdir', outdir, '--config', configPath], {
+      cwd: dirname(configPath),
+      encoding: 'utf8',
+      env: { ...env, WRANGLER_SEND_METRICS: 'false', CI: 'true' },
+    });
+    if (real.status !== 0) {
+      console.error(`${real.stdout}\n${real.stderr}`);
+      return 1;
+    }
     console.log('Total Upload: 1378.60 KiB / gzip: 228.49 KiB');
     if (argv.includes('--dry-run')) {
       console.log('--dry-run: exiting now.');
       return 0;
     }
-    console.log(`Uploaded ${c.name} (2.31 sec)\nDeployed ${c.name} triggers (0.42 sec)\n  ${env.FAKE_WRANGLER_DEPLOY_URL}\nCurrent Version ID: ${uuid()}`);
+    // Replace a running version of this Worker, at the same address.
+    const previous = state.workers![c.name];
+    if (previous && alive(previous.pid)) {
+      process.kill(previous.pid, 'SIGTERM');
+      for (const end = Date.now() + 30_000; alive(previous.pid) && Date.now() < end; ) await new Promise((r) => setTimeout(r, 50));
+    }
+    const bundle = join(outdir, readdirJs(outdir));
+    const infoPath = join(dirname(statePath), `${c.name}-${Date.now()}.json`);
+    const specPath = `${infoPath}.spec`;
+    mkdirSync(env.FAKE_WRANGLER_D1_DIR!, { recursive: true });
+    writeFileSync(specPath, JSON.stringify({ bundle, config, persistDir: env.FAKE_WRANGLER_D1_DIR, port: previous?.port ?? 0, ownerPid: Number(env.FAKE_WRANGLER_OWNER_PID), infoPath }));
+    const log = openSync(`${infoPath}.log`, 'a');
+    const child = spawn(process.execPath, [join(import.meta.dirname, 'fake-wrangler-serve.ts'), specPath], { detached: true, stdio: ['ignore', log, log] });
+    child.unref();
+    let exited = false;
+    child.once('exit', () => (exited = true));
+    for (const end = Date.now() + 60_000; !existsSync(infoPath); ) {
+      if (exited || Date.now() > end) {
+        console.error(`✘ [ERROR] the Worker did not start:\n${readFileSync(`${infoPath}.log`, 'utf8')}`);
+        return 1;
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const info = JSON.parse(readFileSync(infoPath, 'utf8')) as { url: string; controlUrl: string; pid: number };
+    state.workers![c.name] = { ...info, port: Number(new URL(info.url).port), databases: (c.d1_databases ?? []).map((d) => d.database_id) };
+    save();
+    console.log(`Uploaded ${c.name} (2.31 sec)\nDeployed ${c.name} triggers (0.42 sec)\n  ${info.url}\nCurrent Version ID: ${uuid()}`);
     return 0;
   }
   console.error(`✘ [ERROR] fake wrangler: unknown command ${argv.join(' ')}`);
   return 1;
 }
-process.exitCode = main();
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function readdirJs(dir: string): string {
+  const js = readdirSync(dir).filter((f) => f.endsWith('.js'));
+  if (js.length !== 1) throw new Error(`expected one bundle in ${dir}, found: ${js.join(', ')}`);
+  return js[0];
+}
+
+process.exitCode = await main();

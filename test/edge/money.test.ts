@@ -210,7 +210,6 @@ describe('balance, payment and usage in workerd on D1', () => {
     await until(
       'the records in D1',
       async () => (await w.sql<{ n: number }>(`SELECT COUNT(*) AS n FROM usage WHERE city_id = 'edge-keep'`))[0].n === 3,
-      2000,
     );
     // … so an isolate that goes away now loses nothing.
     w = await w.restart();

@@ -81,12 +81,13 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
   child.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
   child.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
 
+  // A generous deadline (a loaded two-core machine boots several gateways at once), and a
+  // gateway that missed it is killed: a child left running would keep the test file alive.
   const url = await new Promise<string>((resolveUrl, reject) => {
-    // generous: the test machine is shared and often loaded
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
-      reject(new Error(`gateway did not start in 60 s:\n${err}`));
-    }, 60_000);
+      reject(new Error(`gateway did not start in 90 s:\n${err}`));
+    }, 90_000);
     const onData = () => {
       const m = /listening on (http:\/\/\S+)/.exec(err);
       if (m) {

@@ -17,7 +17,7 @@ before(async () => {
   created = (await admin.post('/v1/bureaus/create', { city_id: 'home', name: 'home backend' })).body;
   bureau = client(gw.url, created.bureau_token);
 });
-after(() => gw.stop());
+after(() => gw?.stop());
 
 test('create shows the token once; only its hash is stored; list never shows it', async () => {
   assert.match(created.bureau_token, /^cg_bureau_/);

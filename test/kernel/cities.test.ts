@@ -12,7 +12,7 @@ before(async () => {
   gw = await startGateway();
   admin = client(gw.url, gw.adminKey);
 });
-after(() => gw.stop());
+after(() => gw?.stop());
 
 const token = async (city_id: string, user_id = 'u1', extra: object = {}) => {
   const r = await admin.post('/v1/cities/tokens/apply', { city_id, user_id, ...extra });

@@ -10,7 +10,7 @@ before(async () => {
   gw = await startGateway();
   admin = client(gw.url, gw.adminKey);
 });
-after(() => gw.stop());
+after(() => gw?.stop());
 
 const entry = async (key: string, reveal = true) =>
   (await admin.get(`/v1/env/list${reveal ? '?reveal=true' : ''}`)).body.items.find((e: { key: string }) => e.key === key);

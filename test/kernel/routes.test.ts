@@ -3,20 +3,26 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { startGateway, type TestGateway } from '../helpers/gateway.ts';
 import { call, errorOf } from '../helpers/http.ts';
+import { until } from '../helpers/wait.ts';
 
 let gw: TestGateway;
 before(async () => {
   gw = await startGateway();
 });
-after(() => gw.stop());
+after(() => gw?.stop());
 
 describe('open routes', () => {
   test('GET /health lists exactly the mounted services, no credential needed', async () => {
     const r = await call(gw.url, 'GET', '/health');
     assert.equal(r.status, 200);
     assert.deepEqual(r.body.ok, true);
-    assert.ok(Array.isArray(r.body.services));
-    for (const id of ['env', 'cities', 'bureaus']) assert.ok(r.body.services.includes(id), id);
+    // No GATEWAY_SERVICES: every stock service, in catalog order, and nothing else.
+    assert.deepEqual(r.body.services, ['env', 'cities', 'bureaus', 'accounts', 'balance', 'payment', 'usage', 'ai']);
+    // Each listed id is really mounted: its unknown action is action_not_found, not service_not_found.
+    for (const id of r.body.services) {
+      const probe = await call(gw.url, 'GET', `/v1/${id}/no-such-action`, { token: gw.adminKey });
+      assert.equal(errorOf(probe).code, 'action_not_found', id);
+    }
   });
 
   test('GET / answers name and version', async () => {
@@ -165,15 +171,12 @@ describe('bad input gets a 4xx in the one error shape', () => {
 describe('logging', () => {
   test('one structured line per request with route and status, never a credential or a body', async () => {
     const secretBody = 'very-secret-body-value-123';
-    await call(gw.url, 'POST', '/v1/env/upsert', { token: gw.adminKey, body: { key: 'LOG_PROBE', value: secretBody } });
-    await new Promise((r) => setTimeout(r, 100));
-    const lines = gw
-      .stdout()
-      .split('\n')
-      .filter(Boolean)
-      .map((l) => JSON.parse(l));
-    const line = lines.findLast((l) => l.route === '/v1/env/upsert');
-    assert.ok(line, 'a line for the request');
+    const lines = () => gw.stdout().split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    // A route no earlier test of this file calls, so the line found is this request's.
+    const up = await call(gw.url, 'POST', '/v1/env/import', { token: gw.adminKey, body: { content: `LOG_PROBE=${secretBody}\n` } });
+    assert.equal(up.status, 200, up.text);
+    // The line is written after the response: wait for it, not for a fixed time.
+    const line = await until('the log line of the request', () => lines().find((l) => l.route === '/v1/env/import'));
     assert.equal(line.method, 'POST');
     assert.equal(line.status, 200);
     assert.equal(typeof line.duration_ms, 'number');
@@ -181,5 +184,38 @@ describe('logging', () => {
     const all = gw.stdout() + gw.stderr().replace(/generated the admin key[\s\S]*?Read it again/, '');
     assert.equal(all.includes(gw.adminKey), false, 'admin key never logged after the first-boot notice');
     assert.equal(all.includes(secretBody), false, 'request bodies never logged');
+  });
+});
+
+describe('CORS_ORIGINS allow-list', () => {
+  const preflight = (origin: string) =>
+    fetch(`${gw.url}/v1/ai/chat/completions`, {
+      method: 'OPTIONS',
+      headers: { origin, 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization, content-type' },
+    });
+
+  test('only the listed origins are allowed, for preflights and for requests; removing it allows any again', async () => {
+    const set = await call(gw.url, 'POST', '/v1/env/upsert', { token: gw.adminKey, body: { key: 'CORS_ORIGINS', value: 'https://app.example.com, https://admin.example.com' } });
+    assert.equal(set.status, 200, set.text);
+    try {
+      for (const ok of ['https://app.example.com', 'https://admin.example.com']) {
+        const res = await preflight(ok);
+        assert.equal(res.status, 204);
+        assert.equal(res.headers.get('access-control-allow-origin'), ok);
+      }
+      const denied = await preflight('https://evil.example.com');
+      assert.equal(denied.headers.get('access-control-allow-origin'), null, 'an unlisted origin gets no allow header');
+      // A simple request from an unlisted origin: the answer carries no allow header, so the
+      // browser will not hand it to the page.
+      const get = await fetch(`${gw.url}/health`, { headers: { origin: 'https://evil.example.com' } });
+      assert.equal(get.headers.get('access-control-allow-origin'), null);
+      const own = await fetch(`${gw.url}/health`, { headers: { origin: 'https://app.example.com' } });
+      assert.equal(own.headers.get('access-control-allow-origin'), 'https://app.example.com');
+      assert.match(own.headers.get('access-control-expose-headers') ?? '', /x-request-id/);
+    } finally {
+      assert.equal((await call(gw.url, 'POST', '/v1/env/remove', { token: gw.adminKey, body: { key: 'CORS_ORIGINS' } })).status, 200);
+    }
+    const any = await preflight('https://evil.example.com');
+    assert.equal(any.headers.get('access-control-allow-origin'), 'https://evil.example.com');
   });
 });

@@ -7,7 +7,7 @@ import { until } from '../helpers/wait.ts';
 import { startOpenAIStub } from '../stubs/openai.ts';
 
 test('SIGTERM lets an in-flight request finish, refuses new connections, and exits 0', async () => {
-  const stub = await startOpenAIStub({ slowMs: 1200 });
+  const stub = await startOpenAIStub({ slowMs: 3000 });
   const gw = await startGateway({
     env: { TEXTPROVIDER_API_KEY: 'sk-stub', TEXTPROVIDER_BASE_URL: stub.url, TEXTPROVIDER_MODELS: 'stub-slow' },
   });
@@ -20,7 +20,7 @@ test('SIGTERM lets an in-flight request finish, refuses new connections, and exi
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'stub-slow', messages: [{ role: 'user', content: 'wait for me' }] }),
     });
-    await until('the request reached the upstream', () => stub.requestCount === 1, 10_000);
+    await until('the request reached the upstream', () => stub.requestCount === 1, 30_000);
     const exited = gw.stop('SIGTERM');
     const res = await inFlight;
     assert.equal(res.status, 200);

@@ -19,7 +19,7 @@ before(async () => {
   carol = client(gw.url, await cityWithUser(admin, 'bal-a', 'carol'));
   bob = client(gw.url, await cityWithUser(admin, 'bal-b', 'bob'));
 });
-after(() => gw.stop());
+after(() => gw?.stop());
 
 test('a new user sees the starting grant, once, even on concurrent first calls', async () => {
   const rs = await Promise.all(Array.from({ length: 10 }, () => alice.get('/v1/balance/me')));
@@ -109,17 +109,24 @@ test('users see only their own balance and history; bureaus only their city; use
 
 test('history pages with a cursor, newest first', async () => {
   for (let i = 0; i < 5; i++) {
-    await admin.post('/v1/balance/adjust', { city_id: 'bal-b', user_id: 'bob', credits: 1, reason: 'page', idempotency_key: `page-${i}` });
+    await admin.post('/v1/balance/adjust', { city_id: 'bal-b', user_id: 'bob', credits: i + 1, reason: `page ${i}`, idempotency_key: `page-${i}` });
   }
-  const seen: string[] = [];
+  const seen: { entry_id: string; reason: string | null; kind: string; created_at: string }[] = [];
   let cursor: string | null = null;
   do {
-    const r: { body: { items: { entry_id: string }[]; next_cursor: string | null } } = await bob.get(`/v1/balance/history?limit=2${cursor ? `&cursor=${cursor}` : ''}`);
-    seen.push(...r.body.items.map((e) => e.entry_id));
+    const r: { body: { items: typeof seen; next_cursor: string | null } } = await bob.get(`/v1/balance/history?limit=2${cursor ? `&cursor=${cursor}` : ''}`);
+    assert.ok(r.body.items.length <= 2);
+    seen.push(...r.body.items);
     cursor = r.body.next_cursor;
   } while (cursor);
-  assert.equal(seen.length, 7);
-  assert.equal(new Set(seen).size, 7);
+  assert.equal(new Set(seen.map((e) => e.entry_id)).size, 7);
+  // Newest first across pages: the five adjusts in reverse, then the bureau's support credit,
+  // then the starting grant.
+  assert.deepEqual(
+    seen.map((e) => e.reason ?? e.kind),
+    ['page 4', 'page 3', 'page 2', 'page 1', 'page 0', 'support', 'starting grant'],
+  );
+  for (let i = 1; i < seen.length; i++) assert.ok(seen[i - 1].created_at >= seen[i].created_at, 'created_at never increases');
 });
 
 test('the ledger is append-only in the database itself', async () => {

@@ -12,7 +12,15 @@ const AREAS = ['kernel', 'money', 'accounts', 'ai'];
 const EXTRA = ['test/cli/usage.test.ts', 'test/client/client.test.ts'];
 // SQLite only, run once in the main run: GATEWAY_WORKERS on one file, and write failures made by
 // an SQLite trigger installed into the gateway's file, secrets at rest read from the file's bytes.
-const ONLY_SQLITE = new Set(['test/kernel/workers.test.ts', 'test/money/settle-failure.test.ts', 'test/kernel/secrets.test.ts']);
+const ONLY_SQLITE = new Set([
+  'test/kernel/workers.test.ts',
+  'test/money/settle-failure.test.ts',
+  'test/kernel/secrets.test.ts',
+  // a second process on the same file, and write failures made by triggers in the file
+  'test/kernel/env-shared.test.ts',
+  'test/kernel/jobs.test.ts',
+  'test/money/usage-sink-failures.test.ts',
+]);
 // NOT YET ON POSTGRESQL: budgets and the Messages API read charges before they settle there
 // (the tests wait for the event on SQLite only); the features themselves use one query path.
 const NOT_YET = new Set(['test/money/budget.test.ts', 'test/ai/messages.test.ts']);

@@ -253,6 +253,22 @@ describe("creem stub", () => {
     const { createHmac } = await import("node:crypto");
     assert.equal(signCreemPayload(payload, "s3cret"), createHmac("sha256", "s3cret").update(payload).digest("hex"));
     assert.match(signCreemPayload(payload, "s3cret"), /^[0-9a-f]{64}$/);
+    // A fixed vector, not computed by the code under test. Creem's documentation
+    // (docs.creem.io, "Verify webhook requests") publishes the algorithm but no example
+    // signature: the creem-signature header is the hex HMAC-SHA256 of the raw request body,
+    // keyed with the webhook secret. This vector was computed once, independently of
+    // node:crypto, with `printf '%s' "$BODY" | openssl dgst -sha256 -hmac "$SECRET" -hex`
+    // over a body in the shape of Creem's documented checkout.completed event; WebCrypto
+    // (a third implementation) checks it again here.
+    const vector = {
+      secret: "whsec_5uvCq8f1gQMsqz5rqpHHGo",
+      body: '{"id":"evt_5WHHcZPv7VS0YUsberIuOz","eventType":"checkout.completed","created_at":1728734325927,"object":{"id":"ch_4l0N34kxo16AhRKUHFUuXr","object":"checkout","request_id":"my-request-id","status":"completed","metadata":{"userId":"user_123"}}}',
+      signature: "152579c5295b6c75f668b0175fc56c7f9bc0c0a52a4b70fe9f6951e6c3492b71",
+    };
+    assert.equal(signCreemPayload(vector.body, vector.secret), vector.signature, "the stub signs as Creem documents");
+    const key = await crypto.subtle.importKey("raw", new TextEncoder().encode(vector.secret), { name: "HMAC", hash: "SHA-256" }, false, ["verify"]);
+    const sig = Uint8Array.from(vector.signature.match(/../g)!.map((h) => parseInt(h, 16)));
+    assert.equal(await crypto.subtle.verify("HMAC", key, sig, new TextEncoder().encode(vector.body)), true, "WebCrypto agrees with the vector");
 
     const back = new URL(stub.successRedirectUrl(created.id));
     const params = Object.fromEntries([...back.searchParams].filter(([k]) => k !== "signature"));

@@ -12,9 +12,10 @@
 // What a hard kill (SIGKILL, power loss) can cost: the records of the last flush interval,
 // never money: charges live in the ledger, written on the request path by the billing batch.
 //
-// A batch that is retried after an ambiguous failure (its commit unknown) fails on the UNIQUE
-// usage_id of its first attempt if that attempt committed, and is then dropped: records and
-// rollup are applied exactly once.
+// A batch that is retried after an ambiguous failure (its commit unknown) is retried as exactly
+// the same rows; it fails on the UNIQUE usage_id of its first attempt if that attempt committed,
+// and is then dropped: records and rollup are applied exactly once, and records that arrived
+// meanwhile go in the next batch.
 //
 // A batch is a few multi-row INSERTs (not one statement per record: building and compiling a
 // statement per record cost more CPU than the rest of a chat call's metering). Each statement
@@ -91,6 +92,12 @@ export class UsageBuffer implements MeteringSink {
   #wake: (() => void) | null = null;
   #chain: Promise<void> = Promise.resolve();
   #stopped = false;
+  /**
+   * Rows at the head of the buffer whose last write failed: the retry sends exactly them as
+   * one batch, so if that attempt did commit, its UNIQUE failure drops only them, never records
+   * that arrived since.
+   */
+  #failedHead = 0;
 
   constructor(gw: GatewayContext) {
     this.gw = gw;
@@ -113,7 +120,9 @@ export class UsageBuffer implements MeteringSink {
       return;
     }
     if (this.#buf.length > MAX_BUFFERED) {
-      this.#buf.splice(0, this.#buf.length - MAX_BUFFERED);
+      const dropped = this.#buf.length - MAX_BUFFERED;
+      this.#buf.splice(0, dropped);
+      this.#failedHead = Math.max(0, this.#failedHead - dropped);
       this.gw.log('error', 'usage buffer full: oldest records dropped', { kept: MAX_BUFFERED });
     }
     // Written by this request's own background work: nothing waits on a timer another request set.
@@ -156,17 +165,19 @@ export class UsageBuffer implements MeteringSink {
   async #drain(): Promise<void> {
     const size = this.#num('USAGE_BATCH_SIZE', 500, 1, 5000);
     while (this.#buf.length > 0) {
-      const batch = this.#buf.slice(0, size);
+      const batch = this.#buf.slice(0, this.#failedHead || size);
       try {
         await this.gw.db.batch(this.#statements(batch));
       } catch (e) {
         if (!isUniqueViolation(e)) {
+          this.#failedHead = batch.length;
           this.gw.log('error', 'usage flush failed; will retry', { error: String(e), records: batch.length });
           if (!this.#stopped && !this.#timer) this.#flushSoon(1000);
           return;
         }
         // an earlier attempt of this very batch committed: it is in already
       }
+      this.#failedHead = 0;
       this.#buf.splice(0, batch.length);
     }
   }
