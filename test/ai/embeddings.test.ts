@@ -48,7 +48,7 @@ describe('embeddings', () => {
     assert.equal((up.body as any).model, 'text-embedding-3-small', 'the upstream id goes upstream');
     assert.equal((up.body as any).encoding_format, 'base64', 'passed through as the client asked');
     assert.equal(up.headers.authorization, 'Bearer sk-stub');
-    assert.equal(b0 - (await w.balance(t)), 5, '1 credit per input token');
+    assert.equal(b0 - (await w.balanceBecomes(t, b0 - (5))), 5, '1 credit per input token');
     const [rec] = await w.records(t, 1);
     assert.deepEqual([rec.mode, rec.status, rec.model, rec.input_tokens, rec.output_tokens, rec.credits], ['embeddings', 'ok', 'embed-small', 5, 0, 5]);
   });
@@ -79,7 +79,7 @@ describe('embeddings', () => {
     assert.equal(viaSdk.usage.tokens, 3);
     const b64 = await openaiFor(t).embeddings.create({ model: 'embed-sdk', input: 'delta epsilon' });
     assert.deepEqual(b64.data[0].embedding, stubVector('delta epsilon', 1536), 'base64 encoded by citygate decodes to the same floats');
-    assert.equal(b0 - (await w.balance(t)), 3 + 3 + 2);
+    assert.equal(b0 - (await w.balanceBecomes(t, b0 - (3 + 3 + 2))), 3 + 3 + 2);
     const tok = await client(w.gw.url, t).post('/v1/ai/embeddings', { model: 'embed-sdk', input: [1, 2, 3] });
     assert.equal(tok.status, 400);
     assert.equal(errorOf(tok).param, 'input');

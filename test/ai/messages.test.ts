@@ -42,7 +42,7 @@ describe('Messages API on an Anthropic upstream (forwarded)', () => {
     assert.equal(up.body.model, 'claude-sonnet-4-5');
     assert.equal(up.headers['x-api-key'], w.anthropic.apiKey);
     assert.equal(up.headers.authorization, undefined, 'the user token stays with citygate');
-    assert.equal(b0 - (await w.balance(t)), cost(7, 6));
+    assert.equal(b0 - (await w.balanceBecomes(t, b0 - (cost(7, 6)))), cost(7, 6));
     const [rec] = await w.records(t, 1);
     assert.deepEqual([rec.mode, rec.status, rec.model, rec.input_tokens, rec.output_tokens, rec.credits], ['messages', 'ok', 'claude', 7, 6, cost(7, 6)]);
   });
@@ -124,7 +124,7 @@ describe('Messages API on a chat/completions-only upstream (translated)', () => 
     assert.equal(up.max_tokens, 100);
     const u = chatUsage(text(m));
     assert.deepEqual([m.usage.input_tokens, m.usage.output_tokens, m.stop_reason, m.type, m.role], [u.input, u.output, 'end_turn', 'message', 'assistant']);
-    assert.equal(b0 - (await w.balance(t)), cost(u.input, u.output));
+    assert.equal(b0 - (await w.balanceBecomes(t, b0 - (cost(u.input, u.output)))), cost(u.input, u.output));
     const [rec] = await w.records(t, 1);
     assert.deepEqual([rec.mode, rec.status, rec.credits], ['messages', 'ok', cost(u.input, u.output)]);
   });

@@ -43,7 +43,7 @@ describe('Responses API on a chat/completions-only upstream (translated)', () =>
     assert.equal(up.max_tokens, 50);
     const u = chatUsage(r.output_text);
     assert.deepEqual([r.usage?.input_tokens, r.usage?.output_tokens, r.usage?.total_tokens], [u.input, u.output, u.input + u.output]);
-    assert.equal(b0 - (await w.balance(t)), cost(u.input, u.output));
+    assert.equal(b0 - (await w.balanceBecomes(t, b0 - (cost(u.input, u.output)))), cost(u.input, u.output));
     const [rec] = await w.records(t, 1);
     assert.deepEqual([rec.mode, rec.status, rec.model, rec.input_tokens, rec.output_tokens, rec.credits], ['responses', 'ok', 'stub-model', u.input, u.output, cost(u.input, u.output)]);
   });
@@ -163,7 +163,7 @@ describe('Responses API on a chat/completions-only upstream (translated)', () =>
     const r = await openaiFor(t).responses.create({ model: 'claude', input: 'hi there', instructions: 'sys' });
     assert.equal(r.output_text, 'Hello from anthropic stub: hi there');
     assert.deepEqual([r.usage?.input_tokens, r.usage?.output_tokens], [1 + 3 + 2, 6]);
-    assert.equal(b0 - (await w.balance(t)), cost(6, 6));
+    assert.equal(b0 - (await w.balanceBecomes(t, b0 - (cost(6, 6)))), cost(6, 6));
   });
 });
 
@@ -180,7 +180,7 @@ describe('Responses API on an upstream that speaks it (forwarded)', () => {
     assert.deepEqual([(up.body as any).model, (up.body as any).store, up.headers.authorization], ['gpt-4.1-mini', false, 'Bearer sk-stub']);
     const [i, o] = [r.usage!.input_tokens, r.usage!.output_tokens];
     assert.deepEqual([i, o], [1 + 3 + 2 + 3, 5]);
-    assert.equal(b0 - (await w.balance(t)), cost(i, o));
+    assert.equal(b0 - (await w.balanceBecomes(t, b0 - (cost(i, o)))), cost(i, o));
     const [rec] = await w.records(t, 1);
     assert.deepEqual([rec.mode, rec.model, rec.credits], ['responses', 'openai/gpt-4.1-mini', cost(i, o)]);
   });
