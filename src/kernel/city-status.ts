@@ -16,18 +16,34 @@ export class CityStatusCache {
   readonly db: Db;
   readonly ttlMs: number;
   #cache = new Map<string, Entry>();
+  /** Loads under way: concurrent misses of one city share one query (a burst must not become N reads). */
+  #loading = new Map<string, Promise<Entry>>();
 
   constructor(db: Db, ttlMs = 3000) {
     this.db = db;
     this.ttlMs = ttlMs;
     db.changes?.subscribe((topic, cityId) => {
-      if (topic === 'city') this.#cache.delete(cityId);
+      if (topic === 'city') {
+        this.#cache.delete(cityId);
+        this.#loading.delete(cityId);
+      }
     });
   }
 
   async #entry(cityId: string): Promise<Entry> {
     const hit = this.#cache.get(cityId);
     if (hit && Date.now() - hit.at < this.ttlMs) return hit;
+    let loading = this.#loading.get(cityId);
+    if (!loading) {
+      loading = this.#load(cityId).finally(() => {
+        if (this.#loading.get(cityId) === loading) this.#loading.delete(cityId);
+      });
+      this.#loading.set(cityId, loading);
+    }
+    return loading;
+  }
+
+  async #load(cityId: string): Promise<Entry> {
     const row = await this.db.kysely.selectFrom('cities').select(['status', 'settings']).where('city_id', '=', cityId).executeTakeFirst();
     return this.#put(cityId, row?.status ?? null, parseCitySettings(row?.settings));
   }
