@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { call, client, errorOf } from '../helpers/http.ts';
 import { RICH_USERS, startAiWorld, tokenFor, type AiWorld } from '../ai/setup.ts';
+import { until } from '../helpers/wait.ts';
 
 let w: AiWorld;
 before(async () => {
@@ -42,6 +43,8 @@ test('a user over the daily budget gets 402 budget_exceeded before the upstream 
     const r = await chat(t);
     if (r.status === 200) {
       spent += r.body.usage.prompt_tokens + 2 * r.body.usage.completion_tokens;
+      // The charge settles just after the answer (on PostgreSQL a few ms later): wait for it.
+      await until('the charge settled', async () => (await me(t)).budget.spent === spent);
       continue;
     }
     refused = r;

@@ -21,13 +21,10 @@ const ONLY_SQLITE = new Set([
   'test/kernel/jobs.test.ts',
   'test/money/usage-sink-failures.test.ts',
 ]);
-// NOT YET ON POSTGRESQL: the budget tests read charges before they settle there (they do not
-// wait for the settle); the feature itself uses the one query path.
-const NOT_YET = new Set(['test/money/budget.test.ts']);
 const SUITES = [
   ...AREAS.flatMap((a) => readdirSync(join(ROOT, 'test', a)).filter((f) => f.endsWith('.test.ts')).map((f) => `test/${a}/${f}`)),
   ...EXTRA,
-].filter((f) => !ONLY_SQLITE.has(f) && !NOT_YET.has(f));
+].filter((f) => !ONLY_SQLITE.has(f));
 
 const skip = await pgSkipReason();
 
