@@ -9,6 +9,7 @@ import type { ActionContext } from '../../kernel/service.ts';
 import { BYTES_PER_TOKEN, byteLength, estimateFromText, type AiCall, type Usage } from './meter.ts';
 import { upstreamTimeoutMs, type Resolved } from './resolve.ts';
 import { CLIENT_CLOSED, deadline, toGatewayError } from './upstream-errors.ts';
+import { headParts } from './chat/translate.ts';
 
 export interface SdkRequest {
   messages: ModelMessage[];
@@ -91,15 +92,9 @@ export async function sdkStream(ctx: ActionContext<unknown>, r: Resolved, call: 
   const t0 = performance.now();
   const result = streamText(settings(r, q, d.signal) as Parameters<typeof streamText>[0]);
   const it = (result.fullStream as AsyncIterable<any>)[Symbol.asyncIterator]();
-  const head: any[] = [];
+  let head: any[];
   try {
-    for (;;) {
-      const n = await it.next();
-      if (n.done) break;
-      if (n.value.type === 'error') throw n.value.error;
-      head.push(n.value);
-      if (n.value.type !== 'start' && n.value.type !== 'start-step') break;
-    }
+    head = await headParts(it);
   } catch (e) {
     ctx.timing.upstreamMs += performance.now() - t0;
     d.clear();

@@ -18,6 +18,23 @@ export function sdkUsage(u: LanguageModelUsage | undefined) {
 }
 
 /** Whether the upstream reported any usage (an OpenAI-compatible server may not: then citygate estimates). */
+/**
+ * Reads an AI SDK full stream up to its first real part (past 'start' / 'start-step'), so that a
+ * failing upstream throws here (retried, or answered with its status) instead of inside a 200
+ * stream. Returns the parts read, to be relayed first.
+ */
+export async function headParts(it: AsyncIterator<any>): Promise<any[]> {
+  const head: any[] = [];
+  for (;;) {
+    const n = await it.next();
+    if (n.done) break;
+    if (n.value.type === 'error') throw n.value.error;
+    head.push(n.value);
+    if (n.value.type !== 'start' && n.value.type !== 'start-step') break;
+  }
+  return head;
+}
+
 export const usageReported = (u: LanguageModelUsage | undefined) => u?.inputTokens !== undefined || u?.outputTokens !== undefined;
 
 const FINISH: Record<string, string> = { stop: 'stop', length: 'length', 'content-filter': 'content_filter', 'tool-calls': 'tool_calls' };
@@ -165,14 +182,7 @@ export async function translateAttempt(ctx: ActionContext<ChatInput>, call: AiCa
   const it = (result.fullStream as AsyncIterable<any>)[Symbol.asyncIterator]();
   // Wait for the upstream's first real part so that a failing upstream is retried, or gets its
   // status code (502, 504, 400), instead of a 200 stream that carries an error.
-  const head: any[] = [];
-  for (;;) {
-    const n = await it.next();
-    if (n.done) break;
-    if (n.value.type === 'error') throw n.value.error;
-    head.push(n.value);
-    if (n.value.type !== 'start' && n.value.type !== 'start-step') break;
-  }
+  const head = await headParts(it);
   d.stopTimer();
   let tools = 0;
   let usage = sdkUsage(undefined);
