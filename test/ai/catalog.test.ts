@@ -8,6 +8,7 @@ import { startGateway, type TestGateway } from '../helpers/gateway.ts';
 import { client, errorOf } from '../helpers/http.ts';
 import { startOpenAIStub, type OpenAIStub } from '../stubs/openai.ts';
 import { tokenFor } from './setup.ts';
+import { until } from '../helpers/wait.ts';
 
 let stub: OpenAIStub;
 let gw: TestGateway;
@@ -52,7 +53,12 @@ test('no max_tokens: the hold uses the catalog maximum output tokens (gpt-5: 128
   assert.equal(errorOf(r).code, 'insufficient_credits');
   const ok = await user.post('/v1/ai/chat/completions', { ...msg, max_tokens: 1000 });
   assert.equal(ok.status, 200, ok.text);
-  const b = (await user.get('/v1/balance/me')).body.credits;
   const u = ok.body.usage;
-  assert.equal(500_000 - b, Math.ceil(u.prompt_tokens * 1.25 + u.completion_tokens * 10), 'charged at the catalog price');
+  const cost = Math.ceil(u.prompt_tokens * 1.25 + u.completion_tokens * 10);
+  // The settle lands just after the answer (on PostgreSQL a few ms later): wait for the hold to close.
+  const b = await until('the hold settled', async () => {
+    const c = (await user.get('/v1/balance/me')).body.credits;
+    return c === 500_000 - cost ? c : null;
+  }, 15_000).catch(async () => (await user.get('/v1/balance/me')).body.credits);
+  assert.equal(500_000 - b, cost, 'charged at the catalog price');
 });
