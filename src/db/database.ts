@@ -61,6 +61,11 @@ export function least(db: Db, a: unknown, b: unknown): RawBuilder<number> {
   return db.dialect === 'postgres' ? sql<number>`LEAST(${a}, ${b})` : sql<number>`MIN(${a}, ${b})`;
 }
 
+/** The larger of two values: SQLite's scalar MAX(a, b) is GREATEST(a, b) on PostgreSQL. */
+export function greatest(db: Db, a: unknown, b: unknown): RawBuilder<number> {
+  return db.dialect === 'postgres' ? sql<number>`GREATEST(${a}, ${b})` : sql<number>`MAX(${a}, ${b})`;
+}
+
 /**
  * The row lock a guarded read takes on PostgreSQL (`FOR UPDATE OF alias`), empty on SQLite and
  * D1, where a batch runs alone anyway. On PostgreSQL a batch runs under READ COMMITTED: a

@@ -124,6 +124,8 @@ export interface BalancesTable {
   city_id: string;
   user_id: string;
   credits: number;
+  /** Credits reserved by open leases (migration 070_leases). */
+  leased: Generated<number>;
   opened_entry: string;
   created_at: number;
   updated_at: number;
@@ -137,12 +139,27 @@ export interface LedgerTable {
   user_id: string;
   credits: number;
   balance_after: number;
-  kind: 'grant' | 'adjust' | 'hold' | 'settle' | 'release' | 'expire' | 'topup';
+  kind: 'grant' | 'adjust' | 'hold' | 'settle' | 'release' | 'expire' | 'topup' | 'charge';
   ref: string | null;
   request_id: string | null;
   model: string | null;
   reason: string | null;
   actor: string | null;
+  created_at: number;
+}
+
+/** Credit leases (migration 070_leases): what one process holds of one user's balance. */
+export interface LeasesTable {
+  owner: string;
+  city_id: string;
+  user_id: string;
+  credits: number;
+  take_id: string;
+  took: number;
+  flush_id: string | null;
+  returned: Generated<number>;
+  swept_by: string | null;
+  renewed_at: number;
   created_at: number;
 }
 
@@ -313,6 +330,7 @@ export interface Schema {
   user_identities: UserIdentitiesTable;
   oauth_states: OAuthStatesTable;
   balances: BalancesTable;
+  leases: LeasesTable;
   ledger: LedgerTable;
   holds: HoldsTable;
   payments: PaymentsTable;

@@ -10,6 +10,7 @@ import upstreams from './040_upstreams.ts';
 import type { Kysely } from 'kysely';
 import type { Statement } from '../database.ts';
 import security from './060_security.ts';
+import leases from './070_leases.ts';
 
 /** One statement: portable SQL (translated for PostgreSQL by dialects/postgres-ddl.ts), or both texts. */
 export type MigrationStatement = string | { sqlite: string; postgres: string };
@@ -29,4 +30,5 @@ export const migrations: Migration[] = [
   { name: '036_usage_overhead', statements: usageOverhead },
   { name: '040_upstreams', statements: upstreams },
   { name: '060_security', statements: security },
+  { name: '070_leases', statements: leases },
 ];

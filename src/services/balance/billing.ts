@@ -83,7 +83,7 @@ export class LedgerBilling implements Billing {
         userId: a.userId,
         kind: 'hold',
         delta: sql`${-credits}`,
-        guard: sql`b.credits >= ${credits}`,
+        guard: sql`b.credits - b.leased >= ${credits}`, // leased credits belong to other processes' leases
         ref: holdId,
         requestId: a.requestId,
         model: a.model,
@@ -96,11 +96,11 @@ export class LedgerBilling implements Billing {
     if (res[OPEN_LEN].changes !== 1) {
       const row = await db.kysely
         .selectFrom('balances')
-        .select('credits')
+        .select(['credits', 'leased'])
         .where('city_id', '=', a.cityId)
         .where('user_id', '=', a.userId)
         .executeTakeFirst();
-      throw insufficient(credits, row?.credits ?? 0);
+      throw insufficient(credits, Math.max(0, (row?.credits ?? 0) - (row?.leased ?? 0)));
     }
     return { id: holdId, cityId: a.cityId, userId: a.userId, credits };
   }

@@ -12,7 +12,7 @@ import type { UserBudget } from '../../kernel/city-settings.ts';
 import type { GatewayContext } from '../../kernel/context.ts';
 import { GatewayError } from '../../kernel/errors.ts';
 
-const SPENDING_KINDS = ['hold', 'settle', 'release', 'expire'] as const;
+const SPENDING_KINDS = ['hold', 'settle', 'release', 'expire', 'charge'] as const;
 
 /** Start and end (epoch ms) of the budget period that contains `now` (UTC). */
 export function periodOf(period: UserBudget['period'], now = Date.now()): { start: number; end: number } {

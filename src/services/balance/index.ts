@@ -10,10 +10,12 @@ import { boundCity, type Identity } from '../../kernel/identity.ts';
 import { BILLING } from '../../kernel/metering.ts';
 import { action, defineService, pageQuery } from '../../kernel/service.ts';
 import { cityIdSchema } from '../cities/index.ts';
-import { initialGrant, LedgerBilling } from './billing.ts';
+import { initialGrant } from './billing.ts';
+import { LeaseBilling } from './lease.ts';
 import { moveStatements, newEntryId, openStatements, OPEN_LEN, toEntry, usdOf } from './ledger.ts';
 
 export { LedgerBilling } from './billing.ts';
+export { LeaseBilling } from './lease.ts';
 export { moveStatements, newEntryId, openStatements, OPEN_LEN, usdOf } from './ledger.ts';
 export const balanceGrant = initialGrant;
 
@@ -66,15 +68,17 @@ export const balanceService = defineService({
   env: [
     { key: 'BALANCE_INITIAL_CREDITS', description: 'Credits granted to each new user (default 0).', required: false },
     { key: 'BALANCE_HOLD_TTL_SECONDS', description: 'Holds of calls older than this are returned (default 3600).', required: false },
+    { key: 'BALANCE_FLUSH_MS', description: 'How often a process writes the charges of its calls to the ledger (default 200).', required: false },
+    { key: 'BALANCE_LEASE_TTL_SECONDS', description: 'Credit leases of a process that stopped renewing them are returned after this (default 30).', required: false },
     { key: 'MODEL_PRICES', description: 'JSON prices per model id (credits per 1M tokens, per image, per second, per request).', required: false },
   ],
   init(gw) {
-    const billing = new LedgerBilling(gw);
+    const billing = new LeaseBilling(gw);
     gw.provide(BILLING, billing);
     gw.waitUntil(billing.sweep());
   },
-  stop(gw) {
-    (gw.use(BILLING) as LedgerBilling | undefined)?.stop();
+  async stop(gw) {
+    await (gw.use(BILLING) as LeaseBilling | undefined)?.stop();
   },
   actions: {
     me: action({

@@ -1,0 +1,380 @@
+// Credit leases: the money path of a long-lived gateway process (issue 11).
+//
+// Per-call holds (LedgerBilling) write two transactions per call — a hold, then its settle —
+// each with ledger rows, the balance and a holds row. Here a process instead takes a slice of
+// a user's balance once (a lease: balances.leased grows, the balance itself does not move),
+// serves the holds of that user's calls from the slice in memory, and writes what the calls
+// cost back in one batch per BALANCE_FLUSH_MS: one ledger row (kind 'charge') per user per
+// flush, whose credits are the sum of the usage records' credits of the calls it covers.
+//
+//   take    one batch: lease += X, balances.leased += X, only if credits − leased ≥ what is
+//           missing. Every reservation, on every process, checks credits − leased, so two
+//           processes can never lease or hold the same credit.
+//   flush   one batch for all users: a 'charge' ledger row (−Σ costs, never below zero),
+//           balances.credits and balances.leased go down by the charges, and a lease with no
+//           call in flight for LEASE_IDLE_MS gives back the rest.
+//   renew   leases carry renewed_at; a process renews its own every TTL/3.
+//   sweep   any process returns leases not renewed for BALANCE_LEASE_TTL_SECONDS (their process
+//           died): their credits become free again. Nothing is charged or credited.
+//
+// So: balance = Σ ledger at every commit; a crash loses at most the charges of calls that
+// finished in the last flush window (never more than the process's leases), never creates
+// credits (a lease is not money) and never charges twice (each flush has its own ledger key and
+// is retried as the very same batch). A graceful stop flushes and returns every lease.
+//
+// Statements that depend on an earlier one of the same batch find its row by a fresh id
+// (take_id, flush_id, swept_by), as the ledger does, so a retried batch changes nothing twice.
+// On PostgreSQL every batch locks the balance row before the lease row (lockBalance), so
+// takes, flushes and sweeps of one user queue instead of deadlocking.
+//
+// Not used where a process has no graceful stop (Workers: its isolate may vanish with the
+// slice) or for cities with a user budget (spending must be known per reservation there):
+// those calls keep the exact per-call holds of LedgerBilling.
+import { sql, type CompiledQuery } from 'kysely';
+import { greatest, isUniqueViolation, least, lockRowsOf, type Db } from '../../db/database.ts';
+import type { GatewayContext } from '../../kernel/context.ts';
+import { newId } from '../../kernel/crypto.ts';
+import type { Billing, Hold } from '../../kernel/metering.ts';
+import { initialGrant, insufficient, LedgerBilling } from './billing.ts';
+import { moveStatements, newEntryId, openStatements, OPEN_LEN } from './ledger.ts';
+
+export const DEFAULT_FLUSH_MS = 200;
+export const DEFAULT_LEASE_TTL_S = 30;
+/** A take asks for this many times the hold that needed it (half of what is free at most). */
+const SLICE_HOLDS = 16;
+/** A lease with no call in flight for this long goes back to the balance. */
+const IDLE_MS = 1000;
+/** Users per flush batch (the rest go in the next one). */
+const USERS_PER_FLUSH = 200;
+const SWEEP_EVERY_MS = 10_000;
+
+interface Pool {
+  cityId: string;
+  userId: string;
+  /** What this process's lease holds, as far as it knows. */
+  leased: number;
+  /** Holds of the calls in flight. */
+  held: number;
+  /** Charges of finished calls, not yet written, and how many calls they are. */
+  pending: number;
+  calls: number;
+  /** Credits the flush in flight charges or returns. */
+  flushing: number;
+  lastUse: number;
+  /** A take in flight: resolves to what it took, and what was free in the database. */
+  taking: Promise<{ took: number; available: number }> | null;
+}
+
+const free = (p: Pool) => p.leased - p.held - p.pending - p.flushing;
+
+interface Flush {
+  statements: CompiledQuery[];
+  parts: { pool: Pool; amount: number }[];
+}
+
+function positive(v: string | undefined, fallback: number): number {
+  const n = Number(v ?? fallback);
+  return Number.isFinite(n) && n > 0 ? n : fallback;
+}
+
+export class LeaseBilling implements Billing {
+  readonly gw: GatewayContext;
+  /** Per-call holds: the fallback, and where holds reserved before a lease existed close. */
+  readonly perCall: LedgerBilling;
+  /** This process's name on its leases. */
+  readonly owner = newId('proc', 12);
+  #pools = new Map<string, Pool>();
+  #holds = new WeakMap<Hold, Pool>();
+  #timer: ReturnType<typeof setTimeout> | null = null;
+  #flushing: Promise<void> | null = null;
+  /** A flush batch whose commit is unknown: retried as is before anything else is written. */
+  #retry: Flush | null = null;
+  #lastRenew = Date.now();
+  #lastSweep = 0;
+  #stopped = false;
+
+  constructor(gw: GatewayContext, perCall = new LedgerBilling(gw)) {
+    this.gw = gw;
+    this.perCall = perCall;
+  }
+
+  get db(): Db {
+    return this.gw.db;
+  }
+
+  get flushMs(): number {
+    return positive(this.gw.env.get('BALANCE_FLUSH_MS'), DEFAULT_FLUSH_MS);
+  }
+
+  get ttlMs(): number {
+    return positive(this.gw.env.get('BALANCE_LEASE_TTL_SECONDS'), DEFAULT_LEASE_TTL_S) * 1000;
+  }
+
+  async reserve(a: { cityId: string; userId: string; credits: number; requestId: string; model: string; mode: string }): Promise<Hold> {
+    this.#maybeSweep();
+    const credits = Math.max(0, Math.ceil(a.credits));
+    if (credits === 0 || !Number.isSafeInteger(credits) || this.#stopped || !this.gw.config.gracefulStop) return this.perCall.reserve(a);
+    if ((await this.gw.cities.settings(a.cityId)).user_budget) return this.perCall.reserve(a);
+    const key = `${a.cityId}\n${a.userId}`;
+    let p = this.#pools.get(key);
+    if (!p) {
+      p = { cityId: a.cityId, userId: a.userId, leased: 0, held: 0, pending: 0, calls: 0, flushing: 0, lastUse: Date.now(), taking: null };
+      this.#pools.set(key, p);
+    }
+    p.lastUse = Date.now();
+    let refused: number | null = null;
+    for (;;) {
+      if (free(p) >= credits) {
+        p.held += credits;
+        const hold: Hold = { id: newId('hold', 12), cityId: a.cityId, userId: a.userId, credits };
+        this.#holds.set(hold, p);
+        return hold;
+      }
+      if (p.taking) {
+        await p.taking;
+        continue;
+      }
+      if (refused !== null) throw insufficient(credits, refused);
+      const pool = p;
+      p.taking = this.#take(pool, credits - free(pool), credits * SLICE_HOLDS).finally(() => (pool.taking = null));
+      const got = await p.taking;
+      if (got.took === 0) refused = Math.max(0, free(p)) + got.available;
+    }
+  }
+
+  async settle(hold: Hold, credits: number): Promise<void> {
+    const p = this.#holds.get(hold);
+    if (!p) return this.perCall.settle(hold, credits);
+    this.#holds.delete(hold);
+    p.held -= hold.credits;
+    // Capped by what the slice can cover (the hold and the slice's unused rest): never below zero.
+    const charge = Math.min(Math.max(0, Math.ceil(credits)), Math.max(0, free(p)));
+    p.pending += charge;
+    p.calls++;
+    p.lastUse = Date.now();
+    this.#schedule();
+  }
+
+  async release(hold: Hold): Promise<void> {
+    const p = this.#holds.get(hold);
+    if (!p) return this.perCall.release(hold);
+    this.#holds.delete(hold);
+    p.held -= hold.credits;
+    p.lastUse = Date.now();
+    this.#schedule();
+  }
+
+  /** What this process holds in leases and has not written yet (for tests and /metrics). */
+  get state(): { users: number; leased: number; held: number; pending: number } {
+    let leased = 0, held = 0, pending = 0;
+    for (const p of this.#pools.values()) {
+      leased += p.leased;
+      held += p.held;
+      pending += p.pending + p.flushing;
+    }
+    return { users: this.#pools.size, leased, held, pending };
+  }
+
+  // ---- take ----------------------------------------------------------------------------
+
+  /** Leases at least `missing` more credits of the user (up to `want`); took 0 when not free. */
+  async #take(p: Pool, missing: number, want: number): Promise<{ took: number; available: number }> {
+    const db = this.db;
+    const at = Date.now();
+    const takeId = newId('take', 12);
+    const freeInDb = sql`(b.credits - b.leased)`;
+    // At least what is missing; beyond that half of what is free, so other processes serving
+    // the same user still find credits to lease; never more than `want`.
+    const amount = least(db, Math.max(want, missing), greatest(db, missing, sql`${freeInDb} / 2`));
+    const mine = sql`owner = ${this.owner} AND city_id = ${p.cityId} AND user_id = ${p.userId}`;
+    const res = await db.batch([
+      ...openStatements(db, p.cityId, p.userId, initialGrant(this.gw), at),
+      sql`INSERT INTO leases (owner, city_id, user_id, credits, take_id, took, renewed_at, created_at)
+        SELECT ${this.owner}, b.city_id, b.user_id, ${amount}, ${takeId}, ${amount}, ${at}, ${at}
+        FROM balances b WHERE b.city_id = ${p.cityId} AND b.user_id = ${p.userId} AND ${freeInDb} >= ${missing}
+        ${lockRowsOf(db, 'b')}
+        ON CONFLICT (owner, city_id, user_id) DO UPDATE
+        SET credits = leases.credits + excluded.took, take_id = excluded.take_id, took = excluded.took, renewed_at = excluded.renewed_at`.compile(db.kysely),
+      sql`UPDATE balances SET leased = leased + (SELECT took FROM leases WHERE ${mine} AND take_id = ${takeId})
+        WHERE city_id = ${p.cityId} AND user_id = ${p.userId} AND EXISTS (SELECT 1 FROM leases WHERE ${mine} AND take_id = ${takeId})`.compile(db.kysely),
+      sql`SELECT b.credits, b.leased, (SELECT took FROM leases WHERE ${mine} AND take_id = ${takeId}) AS took
+        FROM balances b WHERE b.city_id = ${p.cityId} AND b.user_id = ${p.userId}`.compile(db.kysely),
+    ]);
+    const r = res[OPEN_LEN + 2].rows[0] as { credits: number; leased: number; took: number | null } | undefined;
+    const took = r?.took === null || r?.took === undefined ? 0 : Number(r.took);
+    if (took > 0) {
+      p.leased += took;
+      this.#schedule();
+    }
+    return { took, available: r ? Math.max(0, Number(r.credits) - Number(r.leased)) : 0 };
+  }
+
+  // ---- flush ---------------------------------------------------------------------------
+
+  #schedule(): void {
+    if (this.#timer || this.#stopped) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = null;
+      void this.flush().finally(() => {
+        if (this.#pools.size > 0) this.#schedule();
+      });
+    }, this.flushMs);
+    (this.#timer as { unref?: () => void }).unref?.();
+  }
+
+  /** Writes the charges of finished calls and returns idle leases (all of them when `final`). */
+  flush(final = false): Promise<void> {
+    const run = (this.#flushing ?? Promise.resolve()).then(() => this.#flushOnce(final));
+    const tracked = run.finally(() => {
+      if (this.#flushing === tracked) this.#flushing = null;
+    });
+    this.#flushing = tracked;
+    return tracked;
+  }
+
+  async #flushOnce(final: boolean): Promise<void> {
+    const f = this.#retry ?? this.#build(final);
+    if (!f) return;
+    this.#retry = f;
+    try {
+      await this.db.batch(f.statements);
+    } catch (e) {
+      // The same batch again: a UNIQUE clash on its charge key means it had committed.
+      if (!isUniqueViolation(e)) {
+        this.gw.log('warn', 'billing: writing lease charges failed, retrying', { error: String(e) });
+        return;
+      }
+    }
+    this.#retry = null;
+    for (const { pool, amount } of f.parts) {
+      pool.leased -= amount;
+      pool.flushing = 0;
+      if (pool.leased <= 0 && pool.held === 0 && pool.pending === 0 && !pool.taking) this.#pools.delete(`${pool.cityId}\n${pool.userId}`);
+    }
+  }
+
+  #build(final: boolean): Flush | null {
+    const db = this.db;
+    const at = Date.now();
+    const flushId = newId('flush', 12);
+    const statements: CompiledQuery[] = [];
+    const parts: Flush['parts'] = [];
+    for (const p of this.#pools.values()) {
+      if (parts.length >= USERS_PER_FLUSH) break;
+      const idle = p.held === 0 && !p.taking && (final || at - p.lastUse >= IDLE_MS);
+      const back = idle ? Math.max(0, p.leased - p.pending) : 0;
+      if (p.pending === 0 && back === 0) {
+        if (idle) this.#pools.delete(`${p.cityId}\n${p.userId}`); // nothing leased (any more)
+        continue;
+      }
+      statements.push(...this.#flushStatements(p, p.pending, back, p.calls, flushId, at));
+      parts.push({ pool: p, amount: p.pending + back });
+      p.flushing = p.pending + back;
+      p.pending = 0;
+      p.calls = 0;
+    }
+    if (this.#pools.size > 0 && at - this.#lastRenew >= this.ttlMs / 3) {
+      this.#lastRenew = at;
+      statements.push(sql`UPDATE leases SET renewed_at = ${at} WHERE owner = ${this.owner} AND swept_by IS NULL`.compile(db.kysely));
+    }
+    return statements.length ? { statements, parts } : null;
+  }
+
+  /** One user's part of a flush: charge `charge`, give back `charge + back` of the lease. */
+  #flushStatements(p: Pool, charge: number, back: number, calls: number, flushId: string, at: number): CompiledQuery[] {
+    const db = this.db;
+    const mine = sql`owner = ${this.owner} AND city_id = ${p.cityId} AND user_id = ${p.userId}`;
+    const out = [...lockBalance(db, p.cityId, p.userId)];
+    // The lease shrinks by what is charged and given back (by what it still has, if a sweeper
+    // took it while this process stalled); flush_id makes a retried batch a no-op here.
+    out.push(
+      sql`UPDATE leases SET returned = ${least(db, sql.ref('credits'), charge + back)}, credits = credits - ${least(db, sql.ref('credits'), charge + back)},
+        flush_id = ${flushId}, renewed_at = ${at}
+        WHERE ${mine} AND swept_by IS NULL AND COALESCE(flush_id, '') <> ${flushId}`.compile(db.kysely),
+      sql`UPDATE balances SET leased = ${greatest(db, 0, sql`leased - (SELECT returned FROM leases WHERE ${mine} AND flush_id = ${flushId})`)}
+        WHERE city_id = ${p.cityId} AND user_id = ${p.userId} AND EXISTS (SELECT 1 FROM leases WHERE ${mine} AND flush_id = ${flushId})`.compile(db.kysely),
+    );
+    if (charge > 0) {
+      out.push(
+        ...moveStatements(db, {
+          entryId: newEntryId(),
+          key: `charge:${flushId}:${p.cityId}:${p.userId}`,
+          cityId: p.cityId,
+          userId: p.userId,
+          kind: 'charge',
+          delta: sql`-${least(db, charge, sql`b.credits`)}`,
+          ref: this.owner,
+          reason: `${calls} call${calls === 1 ? '' : 's'}`,
+          at,
+        }),
+      );
+    }
+    out.push(sql`DELETE FROM leases WHERE ${mine} AND flush_id = ${flushId} AND credits <= 0`.compile(db.kysely));
+    return out;
+  }
+
+  // ---- sweep ---------------------------------------------------------------------------
+
+  #maybeSweep(): void {
+    const now = Date.now();
+    if (now - this.#lastSweep < Math.min(SWEEP_EVERY_MS, this.ttlMs)) return;
+    this.#lastSweep = now;
+    this.gw.waitUntil(this.sweep(now));
+  }
+
+  /** Returns leases of processes that stopped renewing them, and the per-call holds' sweep. */
+  async sweep(now = Date.now()): Promise<number> {
+    this.#lastSweep = now;
+    const db = this.db;
+    const cutoff = now - this.ttlMs;
+    const stale = await db.kysely
+      .selectFrom('leases')
+      .select(['owner', 'city_id', 'user_id', 'credits'])
+      .where('renewed_at', '<', cutoff)
+      .where('owner', '<>', this.owner)
+      .limit(500)
+      .execute();
+    let swept = 0;
+    for (const l of stale) {
+      const sweepId = newId('sweep', 12);
+      const its = sql`owner = ${l.owner} AND city_id = ${l.city_id} AND user_id = ${l.user_id} AND swept_by = ${sweepId}`;
+      const res = await db.batch([
+        ...lockBalance(db, l.city_id, l.user_id),
+        sql`UPDATE leases SET swept_by = ${sweepId}
+          WHERE owner = ${l.owner} AND city_id = ${l.city_id} AND user_id = ${l.user_id} AND swept_by IS NULL AND renewed_at < ${cutoff}`.compile(db.kysely),
+        sql`UPDATE balances SET leased = ${greatest(db, 0, sql`leased - (SELECT credits FROM leases WHERE ${its})`)}
+          WHERE city_id = ${l.city_id} AND user_id = ${l.user_id} AND EXISTS (SELECT 1 FROM leases WHERE ${its})`.compile(db.kysely),
+        sql`DELETE FROM leases WHERE ${its}`.compile(db.kysely),
+      ]);
+      if (res[res.length - 1].changes === 1) swept++;
+    }
+    if (swept > 0) this.gw.log('warn', 'returned the credit leases of stopped processes', { count: swept });
+    return swept + (await this.perCall.sweep(now));
+  }
+
+  // ---- stop ----------------------------------------------------------------------------
+
+  /** Graceful stop: writes every charge and returns every lease (waits briefly for calls in flight). */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = null;
+    const deadline = Date.now() + 5000;
+    while (this.#pools.size > 0 || this.#retry) {
+      await this.flush(true).catch((e) => this.gw.log('error', 'billing: final lease flush failed', { error: String(e) }));
+      if (Date.now() > deadline) {
+        this.gw.log('error', 'billing: stopped with leases still open; the sweeper returns them', this.state);
+        break;
+      }
+      if (this.#pools.size > 0 || this.#retry) await new Promise((r) => setTimeout(r, 20));
+    }
+    this.perCall.stop();
+  }
+}
+
+/** PostgreSQL: lock the balance row first, so batches touching a balance and its leases queue. */
+function lockBalance(db: Db, cityId: string, userId: string): CompiledQuery[] {
+  if (db.dialect !== 'postgres') return [];
+  return [sql`SELECT 1 FROM balances WHERE city_id = ${cityId} AND user_id = ${userId} FOR UPDATE`.compile(db.kysely)];
+}
+
