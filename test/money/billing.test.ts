@@ -1,5 +1,7 @@
-// The billing capability itself (what the ai service calls), in process on a real database:
-// exactly-once closing of holds, caps, the sweeper, and reservations racing each other.
+// Per-call credit holds (LedgerBilling), in process on a real database: exactly-once closing
+// of holds, caps, the sweeper, and reservations racing each other. They serve the edge
+// (Workers) and cities with a user budget; Node processes serve other calls from credit
+// leases (lease.test.ts), which fall back to these holds.
 // On SQLite, or on a fresh PostgreSQL database when the suite runs on PostgreSQL.
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
@@ -8,7 +10,7 @@ import { openNodeSqlite } from '../../src/db/dialects/node-sqlite.ts';
 import type { Db } from '../../src/db/database.ts';
 import { createGateway, type Gateway } from '../../src/kernel/gateway.ts';
 import { silentLogger } from '../../src/kernel/log.ts';
-import { BILLING, type Billing, type Hold } from '../../src/kernel/metering.ts';
+import type { Hold } from '../../src/kernel/metering.ts';
 import { stockServices } from '../../src/services/index.ts';
 import { LedgerBilling } from '../../src/services/balance/index.ts';
 import { tempDir } from '../helpers/gateway.ts';
@@ -18,7 +20,7 @@ import { assertBooksBalance } from './setup.ts';
 
 let db: Db;
 let gw: Gateway;
-let billing: Billing;
+let billing: LedgerBilling;
 let dbTarget: SqlTarget;
 before(async () => {
   if (ON_POSTGRES) {
@@ -32,7 +34,7 @@ before(async () => {
   }
   gw = createGateway({ db, services: stockServices, logger: silentLogger, processEnv: { BALANCE_HOLD_TTL_SECONDS: '60' } });
   await gw.init();
-  billing = gw.context.use<Billing>(BILLING)!;
+  billing = new LedgerBilling(gw.context);
 });
 after(async () => {
   await gw.stop();
@@ -95,7 +97,7 @@ test('200 reservations racing for a balance of 50 holds: exactly 50 succeed', as
 test('the sweeper returns stale holds once; a late settle still charges once, from the balance', async () => {
   await fund('s', 1000);
   const h = await reserve('s', 400);
-  const sweeper = billing as LedgerBilling;
+  const sweeper = billing;
   assert.equal(await sweeper.sweep(Date.now() + 61_000), 1);
   assert.equal(await sweeper.sweep(Date.now() + 61_000), 0);
   assert.equal(await balance('s'), 1000);

@@ -74,3 +74,24 @@ export { sleep };
 
 /** Polls until `f` returns a truthy value (or throws after `ms`). */
 export const until = <T>(f: () => Promise<T> | T, ms = 5000, what = 'condition'): Promise<T> => waitUntil(what, f, ms);
+
+/**
+ * Calls of a user whose charge is not written yet: per-call holds still held, and credit leases
+ * still open (a lease goes back once its charges are flushed and it has been idle for a second).
+ * 0 means every charge of that user is in the ledger.
+ */
+export async function unsettled(t: SqlTarget | string, userId: string): Promise<number> {
+  const h = await row<{ n: number }>(t, `SELECT COUNT(*) AS n FROM holds WHERE user_id = ? AND status = 'held'`, [userId]);
+  const l = await row<{ n: number }>(t, `SELECT COUNT(*) AS n FROM leases WHERE user_id = ?`, [userId]);
+  return Number(h.n) + Number(l.n);
+}
+
+/** What the ledger charged a user for AI calls: holds net of their closes, plus lease charges. */
+export async function aiCharged(t: SqlTarget | string, userId: string): Promise<number> {
+  const r = await row<{ c: number | null }>(
+    t,
+    `SELECT -SUM(credits) AS c FROM ledger WHERE user_id = ? AND kind IN ('hold', 'settle', 'release', 'expire', 'charge')`,
+    [userId],
+  );
+  return Number(r.c ?? 0);
+}

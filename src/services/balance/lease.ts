@@ -136,7 +136,7 @@ export class LeaseBilling implements Billing {
       }
       if (refused !== null) throw insufficient(credits, refused);
       const pool = p;
-      p.taking = this.#take(pool, credits - free(pool), credits * SLICE_HOLDS).finally(() => (pool.taking = null));
+      p.taking = this.#take(pool, credits - free(pool), credits).finally(() => (pool.taking = null));
       const got = await p.taking;
       if (got.took === 0) refused = Math.max(0, free(p)) + got.available;
     }
@@ -147,9 +147,9 @@ export class LeaseBilling implements Billing {
     if (!p) return this.perCall.settle(hold, credits);
     this.#holds.delete(hold);
     p.held -= hold.credits;
-    // Capped by what the slice can cover (the hold and the slice's unused rest): never below zero.
-    const charge = Math.min(Math.max(0, Math.ceil(credits)), Math.max(0, free(p)));
-    p.pending += charge;
+    // The measured cost, even above the hold (an estimate): the flush takes what the slice does
+    // not cover from the balance, never below zero.
+    p.pending += Math.max(0, Math.ceil(credits));
     p.calls++;
     p.lastUse = Date.now();
     this.#schedule();
@@ -177,15 +177,17 @@ export class LeaseBilling implements Billing {
 
   // ---- take ----------------------------------------------------------------------------
 
-  /** Leases at least `missing` more credits of the user (up to `want`); took 0 when not free. */
-  async #take(p: Pool, missing: number, want: number): Promise<{ took: number; available: number }> {
+  /** Leases at least `missing` more credits of the user (a slice of whole holds); took 0 when not free. */
+  async #take(p: Pool, missing: number, hold: number): Promise<{ took: number; available: number }> {
+    const want = hold * SLICE_HOLDS;
     const db = this.db;
     const at = Date.now();
     const takeId = newId('take', 12);
     const freeInDb = sql`(b.credits - b.leased)`;
-    // At least what is missing; beyond that half of what is free, so other processes serving
-    // the same user still find credits to lease; never more than `want`.
-    const amount = least(db, Math.max(want, missing), greatest(db, missing, sql`${freeInDb} / 2`));
+    // At least what is missing; beyond that up to half of what is free, so other processes
+    // serving the same user still find credits to lease, and never more than `want`. Whole
+    // holds only: slices of odd sizes would strand a hold's worth split across processes.
+    const amount = greatest(db, missing, sql`(${least(db, want, sql`${freeInDb} / 2`)} / ${hold}) * ${hold}`);
     const mine = sql`owner = ${this.owner} AND city_id = ${p.cityId} AND user_id = ${p.userId}`;
     const res = await db.batch([
       ...openStatements(db, p.cityId, p.userId, initialGrant(this.gw), at),
