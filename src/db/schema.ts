@@ -241,6 +241,8 @@ export interface UsageTable {
   upstream: string | null;
   /** Upstream attempts made (null on records from before 040). */
   attempts: number | null;
+  /** The process whose credit lease billed the call (migration 070_leases). */
+  lease_owner: string | null;
 }
 
 export interface AiUpstreamsTable {

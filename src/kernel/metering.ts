@@ -60,6 +60,8 @@ export interface MeterRecord extends Measured {
   upstream?: string;
   /** Upstream attempts the call made (retries and fallbacks included). */
   attempts?: number;
+  /** The process whose credit lease billed the call (Hold.lease). */
+  lease_owner?: string;
 }
 
 /** A reservation of credits made before an upstream call. */
@@ -68,6 +70,8 @@ export interface Hold {
   cityId: string;
   userId: string;
   credits: number;
+  /** Served from a credit lease of this process (its owner id), not a per-call hold. */
+  lease?: string;
 }
 
 export interface Billing {

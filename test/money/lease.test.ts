@@ -173,6 +173,23 @@ test('a process that dies with a lease: another process returns it after the lea
   await assertBooksBalance(dbTarget);
 });
 
+test('a lease swept while its process stalled: the stalled flush changes nothing, a new lease charges only what came after', async () => {
+  await fund('z', 5000);
+  const slow = doomedProcess();
+  const h = await reserveOn(slow, 'z', 500);
+  await slow.settle(h, 200); // pending in the stalled process
+  assert.ok((await billing.sweep(Date.now() + 6000)) >= 1, 'swept as if its process were dead');
+  assert.deepEqual(await balanceRow('z'), { credits: 5000, leased: 0 });
+  await slow.flush(); // the process wakes up: its lease is gone, the sweeper settled it (from usage records, none here)
+  assert.deepEqual(await balanceRow('z'), { credits: 5000, leased: 0 }, 'the late flush applies nothing');
+  const h2 = await reserveOn(slow, 'z', 500); // a new lease
+  await slow.settle(h2, 100);
+  await slow.flush(true);
+  assert.deepEqual(await balanceRow('z'), { credits: 4900, leased: 0 }, 'only the call after the sweep is charged');
+  await slow.stop();
+  await assertBooksBalance(dbTarget);
+});
+
 test('a graceful stop writes every charge and returns every lease', async () => {
   await fund('g', 2000);
   const p = otherProcess();

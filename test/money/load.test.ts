@@ -4,7 +4,9 @@
 //      and the ledger's charges equal the usage records'.
 //   2. SIGKILL in the middle of a load, then a restart: the ledger explains every balance, no
 //      credit was created, nothing was charged twice, and the charges lost stay within the
-//      documented bound (docs/money.md: calls answered in the last flush window).
+//      documented bound (docs/money.md: the sweeper charges what the dead process's usage
+//      records show it never wrote, so only calls whose record was lost too can be lost: those
+//      answered in the last flush window).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { call } from '../helpers/http.ts';
@@ -120,8 +122,8 @@ test('SIGKILL during that load, then a restart: the ledger explains every balanc
       assert.ok(charged <= seen + worst, `${u.id}: charged ${charged} ≤ answered ${seen} + in flight ${worst}: never twice`);
       lost += Math.max(0, seen - charged);
     }
-    // The documented bound: the charges of calls answered after the last flush that committed,
-    // i.e. within about one flush interval (plus the flush's own write) before the kill.
+    // The documented bound: calls answered after the last usage flush that committed, i.e.
+    // within about one flush interval (plus the write itself) before the kill.
     const window = 2 * FLUSH_MS + 300;
     const bound = answered.filter((a) => a.at >= killedAt - window).reduce((s, a) => s + a.cost, 0);
     const total = answered.reduce((s, a) => s + a.cost, 0);

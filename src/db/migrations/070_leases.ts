@@ -25,4 +25,7 @@ export default [
      PRIMARY KEY (owner, city_id, user_id)
    )`,
   `CREATE INDEX IF NOT EXISTS leases_renewed ON leases (renewed_at)`,
+  // The process whose lease billed a call: a swept lease charges the usage its process recorded
+  // but never wrote to the ledger (lease.ts, sweep).
+  `ALTER TABLE usage ADD COLUMN lease_owner TEXT`,
 ];

@@ -165,6 +165,7 @@ export class AiCall {
       overhead_ms: overheadOf(this.state.timing),
       created_at: Date.now(),
       ...(this.state.upstream !== undefined ? { upstream: this.state.upstream, attempts: this.state.attempts } : {}),
+      ...(this.state.hold?.lease ? { lease_owner: this.state.hold.lease } : {}),
     };
     observeCall(r);
     if (!sink) return;

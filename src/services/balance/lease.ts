@@ -17,10 +17,15 @@
 //   sweep   any process returns leases not renewed for BALANCE_LEASE_TTL_SECONDS (their process
 //           died): their credits become free again. Nothing is charged or credited.
 //
-// So: balance = Σ ledger at every commit; a crash loses at most the charges of calls that
-// finished in the last flush window (never more than the process's leases), never creates
-// credits (a lease is not money) and never charges twice (each flush has its own ledger key and
-// is retried as the very same batch). A graceful stop flushes and returns every lease.
+//   recover the sweep also charges what the dead process recorded but never wrote: Σ credits of
+//           the usage rows it billed (usage.lease_owner) minus Σ its 'charge' rows. Its flushes
+//           only apply while its lease row is the one it took, so nothing is charged twice.
+//
+// So: balance = Σ ledger at every commit; a crash loses at most the charges of calls whose
+// usage record was lost too (the usage sink's last flush window), never creates credits (a
+// lease is not money) and never charges twice (each flush has its own ledger key, is retried as
+// the very same batch, and applies only to the lease it was built for). A graceful stop
+// flushes and returns every lease.
 //
 // Statements that depend on an earlier one of the same batch find its row by a fresh id
 // (take_id, flush_id, swept_by), as the ledger does, so a retried batch changes nothing twice.
@@ -31,7 +36,7 @@
 // slice) or for cities with a user budget (spending must be known per reservation there):
 // those calls keep the exact per-call holds of LedgerBilling.
 import { sql, type CompiledQuery } from 'kysely';
-import { greatest, isUniqueViolation, least, lockRowsOf, type Db } from '../../db/database.ts';
+import { greatest, isUniqueViolation, least, lockRowsOf, type BatchResult, type Db } from '../../db/database.ts';
 import type { GatewayContext } from '../../kernel/context.ts';
 import { newId } from '../../kernel/crypto.ts';
 import type { Billing, Hold } from '../../kernel/metering.ts';
@@ -60,6 +65,8 @@ interface Pool {
   calls: number;
   /** Credits the flush in flight charges or returns. */
   flushing: number;
+  /** created_at of this process's lease row: a row created since (after a sweep) is another lease. */
+  since: number | null;
   lastUse: number;
   /** A take in flight: resolves to what it took, and what was free in the database. */
   taking: Promise<{ took: number; available: number }> | null;
@@ -69,7 +76,9 @@ const free = (p: Pool) => p.leased - p.held - p.pending - p.flushing;
 
 interface Flush {
   statements: CompiledQuery[];
-  parts: { pool: Pool; amount: number }[];
+  /** Per user: what the flush charges and returns, its lease generation, and where its lease
+   * UPDATE and DELETE sit in the batch (their row counts tell whether the lease was still there). */
+  parts: { pool: Pool; amount: number; since: number | null; update: number; remove: number | null }[];
 }
 
 function positive(v: string | undefined, fallback: number): number {
@@ -118,7 +127,7 @@ export class LeaseBilling implements Billing {
     const key = `${a.cityId}\n${a.userId}`;
     let p = this.#pools.get(key);
     if (!p) {
-      p = { cityId: a.cityId, userId: a.userId, leased: 0, held: 0, pending: 0, calls: 0, flushing: 0, lastUse: Date.now(), taking: null };
+      p = { cityId: a.cityId, userId: a.userId, leased: 0, held: 0, pending: 0, calls: 0, flushing: 0, since: null, lastUse: Date.now(), taking: null };
       this.#pools.set(key, p);
     }
     p.lastUse = Date.now();
@@ -126,7 +135,7 @@ export class LeaseBilling implements Billing {
     for (;;) {
       if (free(p) >= credits) {
         p.held += credits;
-        const hold: Hold = { id: newId('hold', 12), cityId: a.cityId, userId: a.userId, credits };
+        const hold: Hold = { id: newId('hold', 12), cityId: a.cityId, userId: a.userId, credits, lease: this.owner };
         this.#holds.set(hold, p);
         return hold;
       }
@@ -199,13 +208,23 @@ export class LeaseBilling implements Billing {
         SET credits = leases.credits + excluded.took, take_id = excluded.take_id, took = excluded.took, renewed_at = excluded.renewed_at`.compile(db.kysely),
       sql`UPDATE balances SET leased = leased + (SELECT took FROM leases WHERE ${mine} AND take_id = ${takeId})
         WHERE city_id = ${p.cityId} AND user_id = ${p.userId} AND EXISTS (SELECT 1 FROM leases WHERE ${mine} AND take_id = ${takeId})`.compile(db.kysely),
-      sql`SELECT b.credits, b.leased, (SELECT took FROM leases WHERE ${mine} AND take_id = ${takeId}) AS took
-        FROM balances b WHERE b.city_id = ${p.cityId} AND b.user_id = ${p.userId}`.compile(db.kysely),
+      sql`SELECT b.credits, b.leased, l.took, l.credits AS lease, l.created_at AS since
+        FROM balances b LEFT JOIN leases l ON l.owner = ${this.owner} AND l.city_id = b.city_id AND l.user_id = b.user_id AND l.take_id = ${takeId}
+        WHERE b.city_id = ${p.cityId} AND b.user_id = ${p.userId}`.compile(db.kysely),
     ]);
-    const r = res[OPEN_LEN + 2].rows[0] as { credits: number; leased: number; took: number | null } | undefined;
+    const r = res[OPEN_LEN + 2].rows[0] as { credits: number; leased: number; took: number | null; lease: number | null; since: number | null } | undefined;
     const took = r?.took === null || r?.took === undefined ? 0 : Number(r.took);
     if (took > 0) {
-      p.leased += took;
+      const since = Number(r!.since);
+      if (p.since !== null && since !== p.since) {
+        // This process stalled past the lease TTL and a sweeper returned its lease, charging what
+        // its usage records showed: what it still had pending is not charged again.
+        this.gw.log('warn', 'billing: a credit lease was swept while this process held it', { city: p.cityId, user: p.userId, dropped: p.pending });
+        p.pending = 0;
+        p.calls = 0;
+        p.leased = Number(r!.lease);
+      } else p.leased += took;
+      p.since = since;
       this.#schedule();
     }
     return { took, available: r ? Math.max(0, Number(r.credits) - Number(r.leased)) : 0 };
@@ -238,8 +257,9 @@ export class LeaseBilling implements Billing {
     const f = this.#retry ?? this.#build(final);
     if (!f) return;
     this.#retry = f;
+    let results: BatchResult[] | null = null;
     try {
-      await this.db.batch(f.statements);
+      results = await this.db.batch(f.statements);
     } catch (e) {
       // The same batch again: a UNIQUE clash on its charge key means it had committed.
       if (!isUniqueViolation(e)) {
@@ -248,10 +268,22 @@ export class LeaseBilling implements Billing {
       }
     }
     this.#retry = null;
-    for (const { pool, amount } of f.parts) {
-      pool.leased -= amount;
+    for (const part of f.parts) {
+      const pool = part.pool;
       pool.flushing = 0;
-      if (pool.leased <= 0 && pool.held === 0 && pool.pending === 0 && !pool.taking) this.#pools.delete(`${pool.cityId}\n${pool.userId}`);
+      const applied = results ? results[part.update].changes === 1 : true; // a UNIQUE clash: it had committed
+      if (pool.since !== part.since) continue; // a take since found the lease swept and started over
+      if (applied) pool.leased -= part.amount;
+      else {
+        // The lease was swept (this process stalled past the TTL): the sweeper charged what the
+        // usage records showed, so the charges of this flush were not written again.
+        this.gw.log('warn', 'billing: a credit lease was swept while this process held it', { city: pool.cityId, user: pool.userId, dropped: part.amount });
+        pool.leased = 0;
+        pool.since = null;
+      }
+      if (results && part.remove !== null && results[part.remove].changes === 1) pool.since = null;
+      // Forgotten once its lease row is gone too (an empty row is removed when the pool is idle).
+      if (pool.since === null && pool.leased <= 0 && pool.held === 0 && pool.pending === 0 && !pool.taking) this.#pools.delete(`${pool.cityId}\n${pool.userId}`);
     }
   }
 
@@ -265,12 +297,14 @@ export class LeaseBilling implements Billing {
       if (parts.length >= USERS_PER_FLUSH) break;
       const idle = p.held === 0 && !p.taking && (final || at - p.lastUse >= IDLE_MS);
       const back = idle ? Math.max(0, p.leased - p.pending) : 0;
-      if (p.pending === 0 && back === 0) {
+      if (p.pending === 0 && back === 0 && !(idle && p.since !== null)) {
         if (idle) this.#pools.delete(`${p.cityId}\n${p.userId}`); // nothing leased (any more)
         continue;
       }
-      statements.push(...this.#flushStatements(p, p.pending, back, p.calls, flushId, at));
-      parts.push({ pool: p, amount: p.pending + back });
+      const update = statements.length + (this.db.dialect === 'postgres' ? 1 : 0);
+      const mine = this.#flushStatements(p, p.pending, back, p.calls, idle, flushId, at);
+      parts.push({ pool: p, amount: p.pending + back, since: p.since, update, remove: idle ? statements.length + mine.length - 1 : null });
+      statements.push(...mine);
       p.flushing = p.pending + back;
       p.pending = 0;
       p.calls = 0;
@@ -282,8 +316,12 @@ export class LeaseBilling implements Billing {
     return statements.length ? { statements, parts } : null;
   }
 
-  /** One user's part of a flush: charge `charge`, give back `charge + back` of the lease. */
-  #flushStatements(p: Pool, charge: number, back: number, calls: number, flushId: string, at: number): CompiledQuery[] {
+  /**
+   * One user's part of a flush: charge `charge`, give back `charge + back` of the lease, and
+   * when `idle` remove the (then empty) lease row. Nothing applies if the lease row is not the
+   * one this process took (`since`): a sweeper returned it and charged its usage records.
+   */
+  #flushStatements(p: Pool, charge: number, back: number, calls: number, idle: boolean, flushId: string, at: number): CompiledQuery[] {
     const db = this.db;
     const mine = sql`owner = ${this.owner} AND city_id = ${p.cityId} AND user_id = ${p.userId}`;
     const out = [...lockBalance(db, p.cityId, p.userId)];
@@ -292,7 +330,7 @@ export class LeaseBilling implements Billing {
     out.push(
       sql`UPDATE leases SET returned = ${least(db, sql.ref('credits'), charge + back)}, credits = credits - ${least(db, sql.ref('credits'), charge + back)},
         flush_id = ${flushId}, renewed_at = ${at}
-        WHERE ${mine} AND swept_by IS NULL AND COALESCE(flush_id, '') <> ${flushId}`.compile(db.kysely),
+        WHERE ${mine} AND created_at = ${p.since ?? -1} AND swept_by IS NULL AND COALESCE(flush_id, '') <> ${flushId}`.compile(db.kysely),
       sql`UPDATE balances SET leased = ${greatest(db, 0, sql`leased - (SELECT returned FROM leases WHERE ${mine} AND flush_id = ${flushId})`)}
         WHERE city_id = ${p.cityId} AND user_id = ${p.userId} AND EXISTS (SELECT 1 FROM leases WHERE ${mine} AND flush_id = ${flushId})`.compile(db.kysely),
     );
@@ -304,6 +342,8 @@ export class LeaseBilling implements Billing {
           cityId: p.cityId,
           userId: p.userId,
           kind: 'charge',
+          join: sql`JOIN leases l ON l.owner = ${this.owner} AND l.city_id = b.city_id AND l.user_id = b.user_id`,
+          guard: sql`l.flush_id = ${flushId}`,
           delta: sql`-${least(db, charge, sql`b.credits`)}`,
           ref: this.owner,
           reason: `${calls} call${calls === 1 ? '' : 's'}`,
@@ -311,7 +351,7 @@ export class LeaseBilling implements Billing {
         }),
       );
     }
-    out.push(sql`DELETE FROM leases WHERE ${mine} AND flush_id = ${flushId} AND credits <= 0`.compile(db.kysely));
+    if (idle) out.push(sql`DELETE FROM leases WHERE ${mine} AND flush_id = ${flushId} AND credits <= 0`.compile(db.kysely));
     return out;
   }
 
@@ -340,15 +380,35 @@ export class LeaseBilling implements Billing {
     for (const l of stale) {
       const sweepId = newId('sweep', 12);
       const its = sql`owner = ${l.owner} AND city_id = ${l.city_id} AND user_id = ${l.user_id} AND swept_by = ${sweepId}`;
+      // What the process recorded (usage rows it billed) but never wrote to the ledger: its
+      // charges since its last flush. Charged now, once (the next sweep finds nothing unpaid).
+      const unpaid = sql`((SELECT COALESCE(SUM(u.credits), 0) FROM usage u WHERE u.lease_owner = ${l.owner} AND u.city_id = ${l.city_id} AND u.user_id = ${l.user_id})
+        + (SELECT COALESCE(SUM(g.credits), 0) FROM ledger g WHERE g.kind = 'charge' AND g.ref = ${l.owner} AND g.city_id = ${l.city_id} AND g.user_id = ${l.user_id}))`;
+      const entryId = newEntryId();
       const res = await db.batch([
         ...lockBalance(db, l.city_id, l.user_id),
         sql`UPDATE leases SET swept_by = ${sweepId}
           WHERE owner = ${l.owner} AND city_id = ${l.city_id} AND user_id = ${l.user_id} AND swept_by IS NULL AND renewed_at < ${cutoff}`.compile(db.kysely),
         sql`UPDATE balances SET leased = ${greatest(db, 0, sql`leased - (SELECT credits FROM leases WHERE ${its})`)}
           WHERE city_id = ${l.city_id} AND user_id = ${l.user_id} AND EXISTS (SELECT 1 FROM leases WHERE ${its})`.compile(db.kysely),
+        ...moveStatements(db, {
+          entryId,
+          key: `recover:${sweepId}`,
+          cityId: l.city_id,
+          userId: l.user_id,
+          kind: 'charge',
+          guard: sql`EXISTS (SELECT 1 FROM leases WHERE ${its}) AND ${unpaid} > 0`,
+          delta: sql`-${least(db, sql`b.credits`, unpaid)}`,
+          ref: l.owner,
+          reason: 'charges of a stopped process, from its usage records',
+          at: now,
+        }),
         sql`DELETE FROM leases WHERE ${its}`.compile(db.kysely),
+        sql`SELECT credits FROM ledger WHERE entry_id = ${entryId}`.compile(db.kysely),
       ]);
-      if (res[res.length - 1].changes === 1) swept++;
+      if (res[res.length - 2].changes === 1) swept++;
+      const recovered = res[res.length - 1].rows[0] as { credits: number } | undefined;
+      if (recovered) this.gw.log('warn', 'charged the unwritten calls of a stopped process from its usage records', { city: l.city_id, user: l.user_id, credits: -Number(recovered.credits) });
     }
     if (swept > 0) this.gw.log('warn', 'returned the credit leases of stopped processes', { count: swept });
     return swept + (await this.perCall.sweep(now));

@@ -35,7 +35,7 @@ type Row = Omit<Selectable<UsageTable>, 'seq'>;
 const COLUMNS = [
   'usage_id', 'request_id', 'city_id', 'user_id', 'identity', 'model', 'mode', 'status', 'error_code',
   'input_tokens', 'output_tokens', 'cached_tokens', 'images', 'seconds', 'credits', 'duration_ms', 'overhead_ms', 'created_at', 'estimated',
-  'upstream', 'attempts',
+  'upstream', 'attempts', 'lease_owner',
 ] as const satisfies readonly (keyof Row)[];
 /** Largest rows per INSERT on any dialect (bounds the statement text besides the parameter limit). */
 const MAX_ROWS_PER_INSERT = 256;
@@ -82,6 +82,7 @@ export function toRow(r: MeterRecord): Row {
     estimated: r.estimated ? 1 : 0,
     upstream: r.upstream ?? null,
     attempts: r.attempts === undefined ? null : int(r.attempts),
+    lease_owner: r.lease_owner ?? null,
   };
 }
 
