@@ -173,20 +173,27 @@ test('a process that dies with a lease: another process returns it after the lea
   await assertBooksBalance(dbTarget);
 });
 
-test('a lease swept while its process stalled: the stalled flush changes nothing, a new lease charges only what came after', async () => {
-  await fund('z', 5000);
-  const slow = doomedProcess();
-  const h = await reserveOn(slow, 'z', 500);
-  await slow.settle(h, 200); // pending in the stalled process
-  assert.ok((await billing.sweep(Date.now() + 6000)) >= 1, 'swept as if its process were dead');
-  assert.deepEqual(await balanceRow('z'), { credits: 5000, leased: 0 });
-  await slow.flush(); // the process wakes up: its lease is gone, the sweeper settled it (from usage records, none here)
-  assert.deepEqual(await balanceRow('z'), { credits: 5000, leased: 0 }, 'the late flush applies nothing');
-  const h2 = await reserveOn(slow, 'z', 500); // a new lease
-  await slow.settle(h2, 100);
-  await slow.flush(true);
-  assert.deepEqual(await balanceRow('z'), { credits: 4900, leased: 0 }, 'only the call after the sweep is charged');
-  await slow.stop();
+test('a lease swept while its process stalled: its late flush applies nothing, and a new lease charges only what came after', async () => {
+  for (const wakesWith of ['flush', 'take'] as const) {
+    const user = `z-${wakesWith}`;
+    await fund(user, 5000);
+    const slow = doomedProcess();
+    const h = await reserveOn(slow, user, 500); // leases 2,500 (half of what is free, whole holds)
+    await slow.settle(h, 200); // pending in the stalled process
+    assert.ok((await billing.sweep(Date.now() + 6000)) >= 1, 'swept as if its process were dead');
+    assert.deepEqual(await balanceRow(user), { credits: 5000, leased: 0 });
+    // The process wakes up. Its lease is gone; the sweeper charged what its usage records showed
+    // (none here: billed in process), so its pending 200 must not be charged on top of that.
+    if (wakesWith === 'flush') {
+      await slow.flush();
+      assert.deepEqual(await balanceRow(user), { credits: 5000, leased: 0 }, 'the late flush applies nothing');
+    }
+    const h2 = await reserveOn(slow, user, 2400); // more than its old slice still has: a new take
+    await slow.settle(h2, 100);
+    await slow.flush(true);
+    assert.deepEqual(await balanceRow(user), { credits: 4900, leased: 0 }, `${wakesWith}: only the call after the sweep is charged`);
+    await slow.stop();
+  }
   await assertBooksBalance(dbTarget);
 });
 
