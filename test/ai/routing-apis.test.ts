@@ -192,6 +192,31 @@ describe('the Messages API falls back', () => {
   }
 });
 
+describe('a stream broken after its first byte', () => {
+  test('is not retried (Messages, forwarded): the client gets an error event; charged once, what the upstream reported', async () => {
+    const ids = await pair('anthropic', CLAUDE, 'claude-sonnet-4-5');
+    claude[0].setFault({ breakStream: true });
+    const before = claude[1].messageCalls;
+    const u = await user();
+    const s = anthropicFor(u.token).messages.stream({ model: CLAUDE, max_tokens: 100, messages: [{ role: 'user', content: 'one two three' }] });
+    let text = '';
+    s.on('text', (x) => (text += x));
+    await assert.rejects(s.finalMessage(), (err: unknown) => {
+      assert.match(String(err), /api_error|upstream_stream_failed|broke off/, String(err));
+      return true;
+    });
+    assert.equal(text, 'Hello', 'the first bytes reached the client');
+    assert.equal(claude[1].messageCalls, before, 'no fallback once the stream began');
+    const [rec] = await u.records(1);
+    assert.deepEqual([rec.status, rec.error_code, rec.upstream, rec.attempts], ['error', 'upstream_stream_failed', ids[0], 1], JSON.stringify(rec));
+    // the input the upstream reported (3 + 3 words), one output token per relayed delta
+    assert.deepEqual([rec.input_tokens, rec.output_tokens, rec.credits, rec.estimated], [6, 1, cost(6, 1), true], JSON.stringify(rec));
+    await until('the charge to settle', async () => (await u.balance()) === u.b0 - cost(6, 1));
+    assert.equal((await u.records(1)).length, 1);
+    await unpair(ids);
+  });
+});
+
 describe('an upstream 4xx', () => {
   test('is not retried (embeddings and Messages): the client gets 400, nothing is charged, no cooldown', async () => {
     const e = await pair('openai-compatible', EMBED, 'text-embedding-3-small');

@@ -30,7 +30,8 @@
 // Failure triggers by model: "claude-500" → 500 api_error, "claude-529" → 529 overloaded_error.
 // Whole-stub faults (stub.setFault), for routing tests: every POST /v1/messages… then (for
 // `times` requests, default all) answers `status` in Anthropic's error shape, or closes the
-// connection without answering (`drop`); `faulted` counts them.
+// connection without answering (`drop`), or — streams only — sends message_start and then
+// destroys the connection (`breakStream`); `faulted` counts them.
 // "claude-slow-stream" streams "w1 w2 … w20", one text delta every opts.slowMs (for aborts);
 // `disconnects` counts streams whose client went away before the end.
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http";
@@ -62,7 +63,7 @@ export type AnthropicStub = {
   close(): Promise<void>;
 };
 
-export type AnthropicFault = { status?: number; drop?: boolean; times?: number };
+export type AnthropicFault = { status?: number; drop?: boolean; breakStream?: boolean; times?: number };
 
 const FAULT_TYPES: Record<number, string> = { 400: "invalid_request_error", 429: "rate_limit_error", 500: "api_error", 503: "overloaded_error", 529: "overloaded_error" };
 
@@ -251,6 +252,15 @@ export async function startAnthropicStub(opts: AnthropicStubOptions = {}): Promi
       if (fault.times !== undefined) fault.times--;
       faulted++;
       if (fault.drop) return void req.socket.destroy();
+      if (fault.breakStream && body?.stream === true) {
+        res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8" });
+        const usage = { input_tokens: inputTokens(body), output_tokens: 1 };
+        sse(res, "message_start", { message: { id: `msg_stub${n}`, type: "message", role: "assistant", model: body.model, content: [], stop_reason: null, stop_sequence: null, usage } });
+        sse(res, "content_block_start", { index: 0, content_block: { type: "text", text: "" } });
+        sse(res, "content_block_delta", { index: 0, delta: { type: "text_delta", text: "Hello" } });
+        setTimeout(() => res.destroy(), 50);
+        return;
+      }
       const st = fault.status ?? 500;
       return fail(error(st, FAULT_TYPES[st] ?? "api_error", `stub fault ${st}`));
     }
