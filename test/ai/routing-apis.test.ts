@@ -19,6 +19,8 @@ const KEYS = ['sk-apis-alpha-SECRET-1111', 'sk-apis-bravo-SECRET-2222'];
 const EMBED = 'openai/text-embedding-3-small';
 const GPT = 'openai/gpt-4.1-mini';
 const CLAUDE = 'anthropic/claude-sonnet-4-5';
+/** A model that only ai_upstreams rows name. */
+const TABLE_ONLY = 'apis-table-only-chat';
 /** 1 credit per input token, 2 per output token. */
 const PRICE = { input_per_mtok: 1_000_000, output_per_mtok: 2_000_000 };
 const cost = (input: number, output: number) => input + 2 * output;
@@ -39,7 +41,7 @@ before(async () => {
       AI_COOLDOWN_FAILURES: '1',
       AI_COOLDOWN_MS: '600000',
       AI_RETRY_BACKOFF_MS: '10',
-      MODEL_PRICES: JSON.stringify({ [EMBED]: PRICE, [GPT]: PRICE, [CLAUDE]: PRICE }),
+      MODEL_PRICES: JSON.stringify({ [EMBED]: PRICE, [GPT]: PRICE, [CLAUDE]: PRICE, [TABLE_ONLY]: PRICE }),
     },
   });
   admin = client(gw.url, gw.adminKey);
@@ -190,6 +192,21 @@ describe('the Messages API falls back', () => {
       await unpair(ids);
     });
   }
+});
+
+describe('a model only ai_upstreams names', () => {
+  test('serves the Responses and Messages APIs too, routed', async () => {
+    const ids = await pair('openai-compatible', TABLE_ONLY, 'stub-model');
+    openai[0].setFault({ status: 503 });
+    const u = await user();
+    const r = await openaiFor(u.token).responses.create({ model: TABLE_ONLY, input: 'hello there' });
+    assert.match(r.output_text, /hello there/);
+    const m = await anthropicFor(u.token).messages.create({ model: TABLE_ONLY, max_tokens: 100, messages: [{ role: 'user', content: 'hello there' }] });
+    assert.equal(m.type, 'message');
+    const recs = await u.records(2);
+    assert.deepEqual(recs.map((x: any) => [x.mode, x.status, x.upstream]).sort(), [['messages', 'ok', ids[1]], ['responses', 'ok', ids[1]]]);
+    await unpair(ids);
+  });
 });
 
 describe('a stream broken after its first byte', () => {
