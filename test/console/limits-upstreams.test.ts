@@ -157,22 +157,44 @@ browserSuite('the console: city limits and budgets, upstream health', () => {
 
     // A bad upstream is refused in the API's words.
     await page.getByText('Add an upstream…').click();
-    await page.getByLabel('Name', { exact: true }).fill('flaky');
-    await page.getByRole('button', { name: 'Add upstream' }).click();
-    await page.getByRole('alert').filter({ hasText: 'models: must name at least one model' }).waitFor();
-    assert.equal(await page.getByLabel('Models').getAttribute('aria-invalid'), 'true');
+    const add = page.getByRole('form', { name: 'Add an upstream' });
+    await add.getByLabel('Name').fill('flaky');
+    await add.getByRole('button', { name: 'Add upstream' }).click();
+    await add.getByRole('alert').filter({ hasText: 'models: must name at least one model' }).waitFor();
+    assert.equal(await add.getByLabel('Models').getAttribute('aria-invalid'), 'true');
 
-    await page.getByLabel('Base URL').fill(flaky.url);
-    await page.getByLabel('API key').fill(FLAKY_KEY);
-    await page.getByLabel('Models', { exact: true }).fill('flaky-model');
-    await page.getByRole('button', { name: 'Add upstream' }).click();
-    await page.getByRole('status').filter({ hasText: /^Added flaky \(ups_/ }).waitFor();
-    const row = table.locator('tr', { hasText: 'flaky' });
+    await add.getByLabel('Base URL').fill(flaky.url);
+    await add.getByLabel('API key').fill(FLAKY_KEY);
+    await add.getByLabel('Models').fill('flaky-model');
+    await add.getByRole('button', { name: 'Add upstream' }).click();
+    await add.getByRole('status').filter({ hasText: /^Added flaky \(ups_/ }).waitFor();
+    const row = table.locator('tr[data-upstream^="ups_"]');
     await row.waitFor();
+    assert.match(await row.innerText(), /^flaky/);
     assert.equal(await row.getByTestId('health').innerText(), 'closed');
-    assert.match(await row.innerText(), /••••9876/);
+    assert.match(await row.innerText(), /set ••••9876/);
     assert.ok(!(await page.locator('body').innerText()).includes(FLAKY_KEY), 'the API key is on the page');
+    assert.ok(!(await page.content()).includes(FLAKY_KEY), 'the API key is in the DOM');
     const id = (await row.getAttribute('data-upstream'))!;
+
+    // Edit: a bad weight is refused in the API's words; a new priority and key are saved (the key
+    // still shown only by its last 4).
+    await row.getByRole('button', { name: 'Edit…' }).click();
+    const edit = page.getByRole('form', { name: 'Edit upstream flaky' });
+    assert.equal(await edit.getByLabel('Models').inputValue(), 'flaky-model');
+    assert.equal(await edit.getByLabel('API key').inputValue(), '');
+    await edit.getByLabel('Weight').fill('0');
+    await edit.getByRole('button', { name: 'Save upstream' }).click();
+    await edit.getByRole('alert').filter({ hasText: /^weight: Too small/ }).waitFor();
+    await edit.getByLabel('Weight').fill('3');
+    await edit.getByLabel('Priority').fill('5');
+    await edit.getByRole('button', { name: 'Save upstream' }).click();
+    await edit.getByRole('status').filter({ hasText: /^Saved flaky/ }).waitFor();
+    await row.filter({ hasText: 'priority 5' }).filter({ hasText: 'weight 3' }).waitFor();
+    assert.match(await row.innerText(), /set ••••9876/, 'an empty key field keeps the key');
+    const saved = (await admin.get('/v1/ai/upstreams/list')).body.items.find((u: { upstream_id: string }) => u.upstream_id === id);
+    assert.deepEqual([saved.priority, saved.weight, saved.has_key], [5, 3, true]);
+    await row.getByRole('button', { name: 'Edit…' }).click();
 
     // It serves, then fails twice (AI_COOLDOWN_FAILURES=2): its circuit opens, and the page shows it.
     const user = client(gw.url, (await admin.post('/v1/cities/tokens/apply', { city_id: 'shop', user_id: 'bo' })).body.user_token);

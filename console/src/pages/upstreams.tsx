@@ -67,6 +67,7 @@ function Models({ u }: { u: Upstream }) {
 
 function Row({ u, onChange }: { u: Upstream; onChange: () => void }) {
   const act = useAction();
+  const [editing, setEditing] = useState(false);
   const update = (patch: Record<string, unknown>) => act.run(async () => (await post('ai/upstreams/update', { upstream_id: u.upstream_id, ...patch }), onChange()));
   return (
     <>
@@ -94,6 +95,9 @@ function Row({ u, onChange }: { u: Upstream; onChange: () => void }) {
             <small class="muted">An env slot: change its keys on the <a href={href('env')}>Env</a> page.</small>
           ) : (
             <div class="actions-row">
+              <button type="button" class="secondary outline" aria-expanded={editing} onClick={() => setEditing(!editing)}>
+                Edit…
+              </button>
               <button type="button" class="secondary outline" disabled={act.busy} onClick={() => update({ enabled: !u.enabled })}>
                 {u.enabled ? 'Disable' : 'Enable'}
               </button>
@@ -107,8 +111,13 @@ function Row({ u, onChange }: { u: Upstream; onChange: () => void }) {
           )}
         </td>
       </tr>
-      {act.error != null && (
-        <tr class="sub"><td colSpan={6}><ErrorBox error={act.error} /></td></tr>
+      {(act.error != null || editing) && (
+        <tr class="sub">
+          <td colSpan={6}>
+            <ErrorBox error={act.error} />
+            {editing && <UpstreamForm editing={u} onDone={onChange} />}
+          </td>
+        </tr>
       )}
     </>
   );
@@ -128,60 +137,105 @@ function parseModels(text: string): ModelRef[] {
 /** A number typed by the operator: empty is left out; anything else goes to the API, which judges it. */
 const numberOrText = (s: string) => (s.trim() === '' ? undefined : /^-?\d+(\.\d+)?$/.test(s.trim()) ? Number(s) : s);
 
-function AddUpstream({ onAdded }: { onAdded: () => void }) {
-  const blank = { name: '', kind: 'openai-compatible', base_url: '', api_key: '', models: '', priority: '', weight: '' };
-  const [f, setF] = useState(blank);
-  const [added, setAdded] = useState<string | null>(null);
+const blank = { name: '', kind: 'openai-compatible', base_url: '', api_key: '', models: '', priority: '', weight: '', timeout_ms: '' };
+type Fields = typeof blank;
+
+const fieldsOf = (u: Upstream): Fields => ({
+  name: u.name,
+  kind: u.kind,
+  base_url: u.base_url,
+  api_key: '',
+  models: u.models.map((m) => (typeof m === 'string' ? m : `${m.id}=${m.upstream_model}`)).join(', '),
+  priority: String(u.priority),
+  weight: String(u.weight),
+  timeout_ms: u.timeout_ms == null ? '' : String(u.timeout_ms),
+});
+
+/** Adds an upstream, or edits one (`editing`): the key field is then empty = keep the key. */
+function UpstreamForm({ editing, onDone }: { editing?: Upstream; onDone: () => void }) {
+  const [f, setF] = useState<Fields>(editing ? fieldsOf(editing) : blank);
+  const [dropKey, setDropKey] = useState(false);
+  const [done, setDone] = useState<string | null>(null);
   const act = useAction();
-  const field = (k: keyof typeof blank) => ({ value: f[k], onInput: (e: { currentTarget: HTMLInputElement }) => setF({ ...f, [k]: e.currentTarget.value }) });
-  const invalid = (p: string) => (act.error instanceof ApiError && act.error.param?.split('.')[0] === p ? true : undefined);
+  const p = editing ? `edit-${editing.upstream_id}` : 'new-upstream';
+  const invalid = (k: string) => (act.error instanceof ApiError && act.error.param?.split('.')[0] === k ? true : undefined);
+  const input = (k: keyof Fields, label: string, extra: Record<string, unknown> = {}) => (
+    <div>
+      <label for={`${p}-${k}`}>{label}</label>
+      <input id={`${p}-${k}`} autocomplete="off" value={f[k]} aria-invalid={invalid(k)} onInput={(e) => setF({ ...f, [k]: e.currentTarget.value })} {...extra} />
+    </div>
+  );
   return (
-    <details class="add-upstream">
-      <summary role="button" class="secondary outline">Add an upstream…</summary>
-      <form
-        onSubmit={async (e) => {
-          e.preventDefault();
-          setAdded(null);
-          const body = {
-            name: f.name,
-            kind: f.kind,
-            base_url: f.base_url.trim() || undefined,
-            api_key: f.api_key || undefined,
-            models: parseModels(f.models),
-            priority: numberOrText(f.priority),
-            weight: numberOrText(f.weight),
-          };
-          const u = await act.run(() => post<Upstream>('ai/upstreams/create', body));
-          if (u) {
-            setF(blank);
-            setAdded(`Added ${u.name} (${u.upstream_id}): it serves calls now.`);
-            onAdded();
-          }
-        }}
-      >
-        <div class="form-grid">
-          <label>Name<input required {...field('name')} aria-invalid={invalid('name')} placeholder="e.g. vllm-east" /></label>
-          <label>
-            Kind
-            <select value={f.kind} onChange={(e) => setF({ ...f, kind: e.currentTarget.value })}>
-              {KINDS.map((k) => <option key={k} value={k}>{k}</option>)}
-            </select>
-          </label>
-          <label>Base URL<input {...field('base_url')} aria-invalid={invalid('base_url')} placeholder={f.kind === 'openai-compatible' ? 'https://host/v1 (required)' : 'empty: the provider’s own'} /></label>
-          <label>API key<input type="password" autocomplete="off" {...field('api_key')} aria-invalid={invalid('api_key')} placeholder="write-only: never shown again" /></label>
-          <div class="wide">
-            <label for="new-upstream-models">Models</label>
-            <input id="new-upstream-models" {...field('models')} aria-invalid={invalid('models')} aria-describedby="new-upstream-models-help" placeholder="model-a, model-b=its-upstream-name" />
-            <small id="new-upstream-models-help">Catalog ids, comma-separated; <code>id=name</code> when the upstream calls it something else.</small>
-          </div>
-          <label>Priority<input inputMode="numeric" {...field('priority')} aria-invalid={invalid('priority')} placeholder="0 (lower is tried first)" /></label>
-          <label>Weight<input inputMode="numeric" {...field('weight')} aria-invalid={invalid('weight')} placeholder="1 (share within a priority)" /></label>
+    <form
+      aria-label={editing ? `Edit upstream ${editing.name}` : 'Add an upstream'}
+      onSubmit={async (e) => {
+        e.preventDefault();
+        setDone(null);
+        const common = {
+          name: f.name,
+          kind: f.kind,
+          base_url: f.base_url.trim() || undefined,
+          models: parseModels(f.models),
+          priority: numberOrText(f.priority),
+          weight: numberOrText(f.weight),
+        };
+        const u = await act.run(() =>
+          editing
+            ? post<Upstream>('ai/upstreams/update', {
+                upstream_id: editing.upstream_id,
+                ...common,
+                timeout_ms: numberOrText(f.timeout_ms) ?? null,
+                ...(dropKey ? { api_key: null } : f.api_key ? { api_key: f.api_key } : {}),
+              })
+            : post<Upstream>('ai/upstreams/create', { ...common, timeout_ms: numberOrText(f.timeout_ms), api_key: f.api_key || undefined }),
+        );
+        if (u) {
+          if (!editing) setF(blank);
+          setDone(editing ? `Saved ${u.name}: the next call uses it (its health record starts clean).` : `Added ${u.name} (${u.upstream_id}): it serves calls now.`);
+          onDone();
+        }
+      }}
+    >
+      <div class="form-grid">
+        {input('name', 'Name', { required: true, placeholder: 'e.g. vllm-east' })}
+        <div>
+          <label for={`${p}-kind`}>Kind</label>
+          <select id={`${p}-kind`} value={f.kind} onChange={(e) => setF({ ...f, kind: e.currentTarget.value })}>
+            {KINDS.map((k) => <option key={k} value={k}>{k}</option>)}
+          </select>
         </div>
-        <button type="submit" aria-busy={act.busy} disabled={act.busy}>Add upstream</button>
-        <ErrorBox error={act.error} />
-        {added && <p class="ok" role="status">{added}</p>}
-      </form>
-    </details>
+        {input('base_url', 'Base URL', { placeholder: f.kind === 'openai-compatible' ? 'https://host/v1 (required)' : 'empty: the provider’s own' })}
+        <div>
+          <label for={`${p}-api_key`}>API key</label>
+          <input
+            id={`${p}-api_key`}
+            type="password"
+            autocomplete="off"
+            value={f.api_key}
+            disabled={dropKey}
+            aria-invalid={invalid('api_key')}
+            placeholder={editing ? (editing.has_key ? 'empty: keep the key' : 'none set') : 'write-only: never shown again'}
+            onInput={(e) => setF({ ...f, api_key: e.currentTarget.value })}
+          />
+          {editing?.has_key && (
+            <label>
+              <input type="checkbox" checked={dropKey} onChange={(e) => setDropKey(e.currentTarget.checked)} /> Remove the key
+            </label>
+          )}
+        </div>
+        <div class="wide">
+          <label for={`${p}-models`}>Models</label>
+          <input id={`${p}-models`} value={f.models} aria-invalid={invalid('models')} aria-describedby={`${p}-models-help`} placeholder="model-a, model-b=its-upstream-name" onInput={(e) => setF({ ...f, models: e.currentTarget.value })} />
+          <small id={`${p}-models-help`}>Catalog ids, comma-separated; <code>id=name</code> when the upstream calls it something else.</small>
+        </div>
+        {input('priority', 'Priority', { inputMode: 'numeric', placeholder: '0 (lower is tried first)' })}
+        {input('weight', 'Weight', { inputMode: 'numeric', placeholder: '1 (share within a priority)' })}
+        {input('timeout_ms', 'Timeout (ms)', { inputMode: 'numeric', placeholder: 'empty: the default' })}
+      </div>
+      <button type="submit" aria-busy={act.busy} disabled={act.busy}>{editing ? 'Save upstream' : 'Add upstream'}</button>
+      <ErrorBox error={act.error} />
+      {done && <p class="ok" role="status">{done}</p>}
+    </form>
   );
 }
 
@@ -237,7 +291,10 @@ export function Upstreams() {
                   </table>
                 </div>
               )}
-              <AddUpstream onAdded={up.reload} />
+              <details class="add-upstream">
+                <summary role="button" class="secondary outline">Add an upstream…</summary>
+                <UpstreamForm onDone={up.reload} />
+              </details>
             </>
           )
         }
