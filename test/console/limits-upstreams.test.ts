@@ -194,6 +194,7 @@ browserSuite('the console: city limits and budgets, upstream health', () => {
     assert.match(await row.innerText(), /set ••••9876/, 'an empty key field keeps the key');
     const saved = (await admin.get('/v1/ai/upstreams/list')).body.items.find((u: { upstream_id: string }) => u.upstream_id === id);
     assert.deepEqual([saved.priority, saved.weight, saved.has_key], [5, 3, true]);
+    await shot(page, 'models-upstream-edit-1280');
     await row.getByRole('button', { name: 'Edit…' }).click();
 
     // It serves, then fails twice (AI_COOLDOWN_FAILURES=2): its circuit opens, and the page shows it.

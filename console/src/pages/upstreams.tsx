@@ -232,7 +232,7 @@ function UpstreamForm({ editing, onDone }: { editing?: Upstream; onDone: () => v
         {input('weight', 'Weight', { inputMode: 'numeric', placeholder: '1 (share within a priority)' })}
         {input('timeout_ms', 'Timeout (ms)', { inputMode: 'numeric', placeholder: 'empty: the default' })}
       </div>
-      <button type="submit" aria-busy={act.busy} disabled={act.busy}>{editing ? 'Save upstream' : 'Add upstream'}</button>
+      <button type="submit" class="auto" aria-busy={act.busy} disabled={act.busy}>{editing ? 'Save upstream' : 'Add upstream'}</button>
       <ErrorBox error={act.error} />
       {done && <p class="ok" role="status">{done}</p>}
     </form>
