@@ -15,6 +15,8 @@ const EXTRA = ['test/cli/usage.test.ts', 'test/client/client.test.ts'];
 const ONLY_SQLITE = new Set([
   'test/kernel/workers.test.ts',
   'test/kernel/rate-limit-workers.test.ts',
+  // runs itself on SQLite and on PostgreSQL
+  'test/kernel/rate-window.test.ts',
   'test/money/settle-failure.test.ts',
   'test/kernel/secrets.test.ts',
   // a second process on the same file, and write failures made by triggers in the file
