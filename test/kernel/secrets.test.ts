@@ -10,6 +10,7 @@ import { DatabaseSync } from 'node:sqlite';
 import { after, test } from 'node:test';
 import { readAdminKey, startGateway, tempDir, type TestGateway } from '../helpers/gateway.ts';
 import { call, client } from '../helpers/http.ts';
+import { sqlAll } from '../helpers/sql.ts';
 import { startOpenAIStub, type OpenAIStub } from '../stubs/openai.ts';
 
 const SECRETS: Record<string, string> = {
@@ -112,6 +113,14 @@ test('secret env values are sealed at rest; the admin key stays readable by SQL;
   assert.equal(rekeyed.body.key_last4, '3c4d');
   await servedWithKey(gw, 'sealed-model', 'sk-upstream-rekeyed-1a2b3c4d');
   assert.equal(dump(gw.dbPath).includes('sk-upstream-rekeyed-1a2b3c4d'), false, 'an updated key is sealed');
+  // A sealed key copied with SQL into another upstream's row does not open there (bound to its row).
+  const thief = await admin.post('/v1/ai/upstreams/create', { name: 'thief', kind: 'openai-compatible', base_url: (await upstreamStub('sk-upstream-rekeyed-1a2b3c4d')).url, api_key: 'sk-thief-own-key-00000000', models: [{ id: 'thief-model', upstream_model: 'stub-model' }] });
+  assert.equal(thief.status, 200, thief.text);
+  await sqlAll(gw, `UPDATE ai_upstreams SET api_key = (SELECT api_key FROM ai_upstreams WHERE upstream_id = ?) WHERE upstream_id = ?`, [up.body.upstream_id, thief.body.upstream_id]);
+  const moved = (await admin.get('/v1/ai/upstreams/list')).body.items.find((u: { upstream_id: string }) => u.upstream_id === thief.body.upstream_id);
+  assert.equal(moved.has_key, false, 'the moved key does not open');
+  const refused = await call(gw.url, 'POST', '/v1/ai/chat/completions', { token: gw.adminKey, body: { model: 'thief-model', messages: [{ role: 'user', content: 'hi' }] } });
+  assert.notEqual(refused.status, 200, refused.text);
   await second.stop();
 });
 

@@ -5,7 +5,7 @@
 //
 // API keys are stored sealed under the master key (secrets at rest, like the env table's
 // secrets; label upstreamKeyLabel(id)) and opened when the snapshot loads: the hot path reads
-// the clear key from memory, the database never holds it.
+// the clear key from memory, the database never holds it in clear.
 //
 // The env slots (TEXTPROVIDER_*, OPENAI_*, ANTHROPIC_*, GOOGLE_*, and slots of
 // citygate.config.ts) are upstreams too: built-in ones, derived from the registry and the env
@@ -175,7 +175,7 @@ export class UpstreamTable {
   #byModel = new Map<string, Upstream[]>();
   #loadedAt = 0;
   #loading: Promise<void> | null = null;
-  /** Opened keys by sealed form, so a refresh (every 2 s) decrypts only what changed. */
+  /** Opened keys by row and sealed form, so a refresh (every 2 s) decrypts only what changed. */
   #opened = new Map<string, string>();
 
   constructor(gw: GatewayContext) {
@@ -187,7 +187,7 @@ export class UpstreamTable {
     const box = this.gw.env.secrets;
     if (!key || !box) return key;
     const sealed = await box.seal(key, upstreamKeyLabel(id));
-    this.#opened.set(sealed, key);
+    this.#opened.set(`${id}:${sealed}`, key);
     return sealed;
   }
 
@@ -195,14 +195,15 @@ export class UpstreamTable {
   async #open(id: string, stored: string | null): Promise<string> {
     if (!stored) return '';
     if (!isSealed(stored)) return stored; // no master key (or sealed at the next boot)
-    const hit = this.#opened.get(stored);
+    // Keyed by row too: a sealed key copied into another row must not open there from the cache.
+    const hit = this.#opened.get(`${id}:${stored}`);
     if (hit !== undefined) return hit;
     const box = this.gw.env.secrets;
     if (!box) return '';
     try {
       const key = await box.open(stored, upstreamKeyLabel(id));
       if (this.#opened.size > 10_000) this.#opened.clear();
-      this.#opened.set(stored, key);
+      this.#opened.set(`${id}:${stored}`, key);
       return key;
     } catch {
       return ''; // damaged, or moved to another row: as if unset (the boot check catches a wrong master key)
