@@ -273,7 +273,7 @@ export class LeaseBilling implements Billing {
       pool.flushing = 0;
       const applied = results ? results[part.update].changes === 1 : true; // a UNIQUE clash: it had committed
       if (pool.since !== part.since) continue; // a take since found the lease swept and started over
-      if (applied) pool.leased -= part.amount;
+      if (applied) pool.leased = part.remove !== null ? 0 : Math.max(0, pool.leased - part.amount); // as the row: never below 0
       else {
         // The lease was swept (this process stalled past the TTL): the sweeper charged what the
         // usage records showed, so the charges of this flush were not written again.
@@ -327,8 +327,10 @@ export class LeaseBilling implements Billing {
     const out = [...lockBalance(db, p.cityId, p.userId)];
     // The lease shrinks by what is charged and given back (by what it still has, if a sweeper
     // took it while this process stalled); flush_id makes a retried batch a no-op here.
+    // An idle lease gives back all it still has (whatever this process believes it holds).
+    const given = idle ? sql.ref('credits') : least(db, sql.ref('credits'), charge + back);
     out.push(
-      sql`UPDATE leases SET returned = ${least(db, sql.ref('credits'), charge + back)}, credits = credits - ${least(db, sql.ref('credits'), charge + back)},
+      sql`UPDATE leases SET returned = ${given}, credits = credits - ${given},
         flush_id = ${flushId}, renewed_at = ${at}
         WHERE ${mine} AND created_at = ${p.since ?? -1} AND swept_by IS NULL AND COALESCE(flush_id, '') <> ${flushId}`.compile(db.kysely),
       sql`UPDATE balances SET leased = ${greatest(db, 0, sql`leased - (SELECT returned FROM leases WHERE ${mine} AND flush_id = ${flushId})`)}
