@@ -4,55 +4,27 @@
 // leases (lease.test.ts), which fall back to these holds.
 // On SQLite, or on a fresh PostgreSQL database when the suite runs on PostgreSQL.
 import assert from 'node:assert/strict';
-import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { openNodeSqlite } from '../../src/db/dialects/node-sqlite.ts';
 import type { Db } from '../../src/db/database.ts';
-import { createGateway, type Gateway } from '../../src/kernel/gateway.ts';
-import { silentLogger } from '../../src/kernel/log.ts';
 import type { Hold } from '../../src/kernel/metering.ts';
-import { stockServices } from '../../src/services/index.ts';
 import { LedgerBilling } from '../../src/services/balance/index.ts';
-import { tempDir } from '../helpers/gateway.ts';
-import { createTestDatabase, ON_POSTGRES } from '../helpers/postgres.ts';
 import type { SqlTarget } from '../helpers/sql.ts';
+import { inProcessGateway, type InProcess } from './in-process.ts';
 import { assertBooksBalance } from './setup.ts';
 
+let world: InProcess;
 let db: Db;
-let gw: Gateway;
 let billing: LedgerBilling;
 let dbTarget: SqlTarget;
 before(async () => {
-  if (ON_POSTGRES) {
-    const { url } = await createTestDatabase();
-    const { openPostgres } = await import('../../src/db/dialects/postgres.ts');
-    dbTarget = { dbPath: '', databaseUrl: url };
-    db = openPostgres(url);
-  } else {
-    dbTarget = { dbPath: join(tempDir(), 'billing.sqlite') };
-    db = openNodeSqlite(dbTarget.dbPath);
-  }
-  gw = createGateway({ db, services: stockServices, logger: silentLogger, processEnv: { BALANCE_HOLD_TTL_SECONDS: '60' } });
-  await gw.init();
-  billing = new LedgerBilling(gw.context);
+  world = await inProcessGateway('billing', { BALANCE_HOLD_TTL_SECONDS: '60' });
+  ({ db, dbTarget } = world);
+  billing = new LedgerBilling(world.gw.context);
 });
-after(async () => {
-  await gw.stop();
-  await db.close();
-});
+after(() => world.close());
 
-const balance = async (user: string) =>
-  (await db.kysely.selectFrom('balances').select('credits').where('city_id', '=', 'c').where('user_id', '=', user).executeTakeFirst())?.credits ?? 0;
-async function fund(user: string, credits: number) {
-  const r = await gw.fetch(
-    new Request('http://x/v1/balance/adjust', {
-      method: 'POST',
-      headers: { authorization: `Bearer ${gw.context.env.get('GATEWAY_ADMIN_SECRET_KEY')}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ city_id: 'c', user_id: user, credits, reason: 'fund', idempotency_key: `fund-${user}-${credits}` }),
-    }),
-  );
-  assert.equal(r.status, 200, await r.text());
-}
+const balance = (user: string) => world.balance(user);
+const fund = (user: string, credits: number) => world.fund(user, credits);
 const reserve = (user: string, credits: number) => billing.reserve({ cityId: 'c', userId: user, credits, requestId: 'req', model: 'm', mode: 'text' });
 
 test('settle charges the cost and returns the rest, exactly once; release after settle is a no-op', async () => {

@@ -5,59 +5,32 @@
 // leaves nothing leased. On SQLite, or on a fresh PostgreSQL database when the suite runs there.
 import assert from 'node:assert/strict';
 import { sql } from 'kysely';
-import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { openNodeSqlite } from '../../src/db/dialects/node-sqlite.ts';
 import type { Db } from '../../src/db/database.ts';
-import { createGateway, type Gateway } from '../../src/kernel/gateway.ts';
-import { silentLogger } from '../../src/kernel/log.ts';
+import type { Gateway } from '../../src/kernel/gateway.ts';
 import { BILLING, type Hold } from '../../src/kernel/metering.ts';
-import { stockServices } from '../../src/services/index.ts';
 import { LeaseBilling } from '../../src/services/balance/index.ts';
-import { tempDir } from '../helpers/gateway.ts';
-import { createTestDatabase, ON_POSTGRES } from '../helpers/postgres.ts';
+import { ON_POSTGRES } from '../helpers/postgres.ts';
 import type { SqlTarget } from '../helpers/sql.ts';
+import { inProcessGateway, type InProcess } from './in-process.ts';
 import { assertBooksBalance, rows, until } from './setup.ts';
 
+let world: InProcess;
 let db: Db;
 let gw: Gateway;
 let billing: LeaseBilling;
 let dbTarget: SqlTarget;
 before(async () => {
-  if (ON_POSTGRES) {
-    const { url } = await createTestDatabase();
-    const { openPostgres } = await import('../../src/db/dialects/postgres.ts');
-    dbTarget = { dbPath: '', databaseUrl: url };
-    db = openPostgres(url);
-  } else {
-    dbTarget = { dbPath: join(tempDir(), 'lease.sqlite') };
-    db = openNodeSqlite(dbTarget.dbPath);
-  }
-  gw = createGateway({ db, services: stockServices, logger: silentLogger, processEnv: { BALANCE_FLUSH_MS: '20', BALANCE_LEASE_TTL_SECONDS: '5' } });
-  await gw.init();
+  world = await inProcessGateway('lease', { BALANCE_FLUSH_MS: '20', BALANCE_LEASE_TTL_SECONDS: '5' });
+  ({ db, gw, dbTarget } = world);
   billing = gw.context.use<LeaseBilling>(BILLING)!;
   assert.ok(billing instanceof LeaseBilling, 'a Node gateway bills through credit leases');
 });
-after(async () => {
-  await gw.stop();
-  await db.close();
-});
+after(() => world.close());
 
-const balanceRow = async (user: string) => {
-  const r = await db.kysely.selectFrom('balances').select(['credits', 'leased']).where('city_id', '=', 'c').where('user_id', '=', user).executeTakeFirst();
-  return { credits: Number(r?.credits ?? 0), leased: Number(r?.leased ?? 0) };
-};
-const balance = async (user: string) => (await balanceRow(user)).credits;
-async function fund(user: string, credits: number) {
-  const r = await gw.fetch(
-    new Request('http://x/v1/balance/adjust', {
-      method: 'POST',
-      headers: { authorization: `Bearer ${gw.context.env.get('GATEWAY_ADMIN_SECRET_KEY')}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ city_id: 'c', user_id: user, credits, reason: 'fund', idempotency_key: `fund-${user}-${credits}` }),
-    }),
-  );
-  assert.equal(r.status, 200, await r.text());
-}
+const balanceRow = (user: string) => world.balanceRow(user);
+const balance = (user: string) => world.balance(user);
+const fund = (user: string, credits: number) => world.fund(user, credits);
 const reserveOn = (b: LeaseBilling, user: string, credits: number) =>
   b.reserve({ cityId: 'c', userId: user, credits, requestId: 'req', model: 'm', mode: 'text' });
 const reserve = (user: string, credits: number) => reserveOn(billing, user, credits);
