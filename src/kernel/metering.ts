@@ -76,7 +76,11 @@ export interface Hold {
 
 export interface Billing {
   /** Atomically reserves credits; throws a 402 insufficient_credits GatewayError when short. */
-  reserve(a: { cityId: string; userId: string; credits: number; requestId: string; model: string; mode: string }): Promise<Hold>;
+  /**
+   * `durable`: the hold must outlive this process (a job, whose hold is saved with it and
+   * settled by whichever process finishes it), so it cannot live in a process's memory.
+   */
+  reserve(a: { cityId: string; userId: string; credits: number; requestId: string; model: string; mode: string; durable?: boolean }): Promise<Hold>;
   /** Charges the measured cost and returns the rest of the hold, exactly once per hold. */
   settle(hold: Hold, credits: number): Promise<void>;
   /** Returns the whole hold (the upstream failed before anything was consumed). */

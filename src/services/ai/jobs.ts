@@ -90,7 +90,7 @@ async function createJob(
   const r = await resolveModel(gw, ctx.identity, modelId, kind);
   const jobId = newId(kind === 'image' ? 'img' : 'vid', 15);
   const call = AiCall.start(gw, ctx.identity, r.model, kind, ctx.requestId);
-  await call.reserve(worst);
+  await call.reserve(worst, { durable: true }); // settled by whichever process runs the job, even after a restart
   const id = ctx.identity;
   const now = Date.now();
   await insertJob(gw.db, {

@@ -100,7 +100,7 @@ export class AiCall {
   }
 
   /** Holds the worst-case cost; throws the billing's 402 when the user is short. */
-  async reserve(worst: Partial<Measured>): Promise<void> {
+  async reserve(worst: Partial<Measured>, opts: { durable?: boolean } = {}): Promise<void> {
     const billing = this.gw.use<Billing>(BILLING);
     const id = this.state.identity;
     if (!billing || id.kind !== 'user' || !this.prices) return;
@@ -114,6 +114,7 @@ export class AiCall {
         requestId: this.state.requestId,
         model: this.state.modelId,
         mode: this.state.mode,
+        ...(opts.durable ? { durable: true } : {}),
       });
     } catch (e) {
       // Refused before any upstream call: still one record, with the refusal's code.

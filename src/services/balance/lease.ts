@@ -33,8 +33,9 @@
 // takes, flushes and sweeps of one user queue instead of deadlocking.
 //
 // Not used where a process has no graceful stop (Workers: its isolate may vanish with the
-// slice) or for cities with a user budget (spending must be known per reservation there):
-// those calls keep the exact per-call holds of LedgerBilling.
+// slice), for cities with a user budget (spending must be known per reservation there), or for
+// durable holds (image and video jobs, saved with the job and settled by whichever process
+// finishes it): those keep the exact per-call holds of LedgerBilling.
 import { sql, type CompiledQuery } from 'kysely';
 import { greatest, isUniqueViolation, least, lockRowsOf, type BatchResult, type Db } from '../../db/database.ts';
 import type { GatewayContext } from '../../kernel/context.ts';
@@ -119,10 +120,10 @@ export class LeaseBilling implements Billing {
     return positive(this.gw.env.get('BALANCE_LEASE_TTL_SECONDS'), DEFAULT_LEASE_TTL_S) * 1000;
   }
 
-  async reserve(a: { cityId: string; userId: string; credits: number; requestId: string; model: string; mode: string }): Promise<Hold> {
+  async reserve(a: { cityId: string; userId: string; credits: number; requestId: string; model: string; mode: string; durable?: boolean }): Promise<Hold> {
     this.#maybeSweep();
     const credits = Math.max(0, Math.ceil(a.credits));
-    if (credits === 0 || !Number.isSafeInteger(credits) || this.#stopped || !this.gw.config.gracefulStop) return this.perCall.reserve(a);
+    if (credits === 0 || !Number.isSafeInteger(credits) || a.durable || this.#stopped || !this.gw.config.gracefulStop) return this.perCall.reserve(a);
     if ((await this.gw.cities.settings(a.cityId)).user_budget) return this.perCall.reserve(a);
     const key = `${a.cityId}\n${a.userId}`;
     let p = this.#pools.get(key);
