@@ -241,12 +241,18 @@ describe('media money', () => {
   // one credit less is refused before the upstream.
   test('image: the exact charge per image; short of credits → 402 before the upstream', async () => {
     await openaiKey();
-    const p = await userWith('painter', 84_000);
+    const p = await userWith('painter', 100_000);
     const c = await p.u.post('/v1/ai/image/create', { model: 'openai/gpt-image-1', prompt: 'a red fox', n: 2 });
     assert.equal(c.status, 200, c.text);
     assert.equal((await waitJob(p.u, '/v1/ai/image/result', c.body.job_id)).status, 'succeeded');
-    const [rec] = (await chargedOnce(w.gw.url, p.token, 84_000, 84_000, { records: 1, kinds: JOB_ROWS })).records;
+    const [rec] = (await chargedOnce(w.gw.url, p.token, 100_000, 84_000, { records: 1, kinds: JOB_ROWS })).records;
     assert.deepEqual([rec.mode, rec.status, rec.images, rec.credits], ['image', 'ok', 2, 84_000]);
+
+    const exact = await userWith('exact-painter', 84_000);
+    const c2 = await exact.u.post('/v1/ai/image/create', { model: 'openai/gpt-image-1', prompt: 'a red fox', n: 2 });
+    assert.equal(c2.status, 200, c2.text);
+    assert.equal((await waitJob(exact.u, '/v1/ai/image/result', c2.body.job_id)).status, 'succeeded');
+    await chargedOnce(w.gw.url, exact.token, 84_000, 84_000, { records: 1, kinds: JOB_ROWS });
 
     const poor = await userWith('poor-painter', 83_999);
     const before = upstreamCalls('/v1/images/generations');
@@ -290,11 +296,15 @@ describe('media money', () => {
 
   test('tts: the exact charge per character; short of credits → 402 before the upstream', async () => {
     await openaiKey();
-    const p = await userWith('speaker', 165);
+    const p = await userWith('speaker', 1000);
     const r = await p.u.post('/v1/ai/tts', { model: 'openai/tts-1', text: 'hello world' }); // 11 characters
     assert.equal(r.status, 200);
-    const [rec] = (await chargedOnce(w.gw.url, p.token, 165, 11 * 15, { records: 1 })).records;
+    const [rec] = (await chargedOnce(w.gw.url, p.token, 1000, 11 * 15, { records: 1 })).records;
     assert.deepEqual([rec.mode, rec.status, rec.input_tokens, rec.credits], ['tts', 'ok', 11, 165]);
+
+    const exact = await userWith('exact-speaker', 165);
+    assert.equal((await exact.u.post('/v1/ai/tts', { model: 'openai/tts-1', text: 'hello world' })).status, 200);
+    await chargedOnce(w.gw.url, exact.token, 165, 165, { records: 1 });
 
     const poor = await userWith('poor-speaker', 164);
     const before = upstreamCalls('/v1/audio/speech');
