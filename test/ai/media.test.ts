@@ -3,13 +3,15 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { client, errorOf } from '../helpers/http.ts';
 import { until } from '../helpers/wait.ts';
-import { RICH_USERS, startAiWorld, tokenFor, type AiWorld } from './setup.ts';
+import { chargedOnce, RICH_USERS, startAiWorld, tokenFor, type AiWorld } from './setup.ts';
 import { MP4_BYTES, PNG_BYTES } from '../stubs/openai-media.ts';
 
 let w: AiWorld;
 // No OPENAI_API_KEY at start: the catalog test adds it with env/upsert.
 before(async () => {
-  w = await startAiWorld({ env: { ...RICH_USERS, AI_UPSTREAM_TIMEOUT_MS: '15000' }, stub: { slowMs: 1500 } });
+  // slow-image's upstream answers after 8 s: longer than a graceful stop waits for calls in
+  // flight (5 s, to write their charges), so the restart test really restarts mid-call.
+  w = await startAiWorld({ env: { ...RICH_USERS, AI_UPSTREAM_TIMEOUT_MS: '15000' }, stub: { slowMs: 8000 } });
 });
 after(() => w?.close());
 
@@ -39,13 +41,12 @@ async function userWith(userId: string, credits: number) {
   assert.equal((await u.get('/v1/balance/me')).body.credits, credits);
   return { token, u, balance: async () => (await u.get('/v1/balance/me')).body.credits as number };
 }
+/**
+ * A job outlives the request that reserved its credits (and may outlive the process): its
+ * charge may be written as a lease 'charge' row or as a per-call hold and its settle.
+ */
+const JOB_ROWS = ['charge', 'hold', 'settle', 'release'];
 const upstreamCalls = (path: string) => w.stub.requests.filter((r) => r.path === path).length;
-async function onlyRecord(u: ReturnType<typeof client>) {
-  let items: any[] = [];
-  await until('the usage record', async () => (items = (await u.get('/v1/usage/me')).body.items).length > 0, 30_000);
-  assert.equal(items.length, 1, JSON.stringify(items));
-  return items[0];
-}
 
 describe('catalog', () => {
   test('user vs admin view; env/upsert of a key makes its models appear without a restart', async () => {
@@ -123,12 +124,16 @@ describe('image jobs', () => {
     const calls0 = w.stub.requests.filter((r) => r.path === '/v1/images/generations' && (r.body as any)?.model === 'stub-slow').length;
     const c = await p.u.post('/v1/ai/image/create', { model: 'slow-image', prompt: 'a slow snail' });
     assert.equal(c.status, 200, c.text);
-    assert.equal(await p.balance(), 7_000, 'one image held');
     // Wait until the runner has sent the request upstream, then restart mid-call.
     const slowCalls = () => w.stub.requests.filter((r) => r.path === '/v1/images/generations' && (r.body as any)?.model === 'stub-slow').length - calls0;
     await until('the upstream call', () => slowCalls() === 1, 30_000);
     const mid = await p.u.post('/v1/ai/image/result', { job_id: c.body.job_id });
     assert.equal(mid.body.status, 'running');
+    // One image is held while the job runs: two more (10,000) are refused, 7,000 left.
+    const more = await p.u.post('/v1/ai/image/create', { model: 'slow-image', prompt: 'two more', n: 2 });
+    assert.equal(more.status, 402, more.text);
+    assert.match(errorOf(more).message, /up to 10000 credits .*\(available: 7000 credits\)/);
+    assert.equal(slowCalls(), 1, 'the refused job did not call the upstream');
     w.gw = await w.gw.restart();
     w.admin = client(w.gw.url, w.gw.adminKey);
     const u2 = client(w.gw.url, p.token);
@@ -139,11 +144,9 @@ describe('image jobs', () => {
     assert.equal(f.status, 200);
     // the graceful stop cancelled the first upstream call; the restarted runner made one more
     assert.equal(slowCalls(), 2);
-    assert.equal((await u2.get('/v1/balance/me')).body.credits, 7_000, 'charged one image, once');
-    const rec = await onlyRecord(u2);
-    assert.deepEqual([rec.mode, rec.status, rec.images, rec.credits], ['image', 'ok', 1, 5000]);
-    const ledger = (await w.admin.get('/v1/balance/ledger?city_id=money&user_id=snail&limit=50')).body.items.map((e: any) => [e.kind, e.credits]);
-    assert.deepEqual(ledger.filter(([k]: [string]) => k !== 'grant' && k !== 'adjust').sort(), [['hold', -5000], ['settle', 0]]);
+    // charged one image, once: the job's record, and the refused job's (nothing)
+    const { records } = await chargedOnce(w.gw.url, p.token, 12_000, 5000, { records: 2, kinds: JOB_ROWS });
+    assert.deepEqual(records.map((r: any) => [r.mode, r.status, r.images, r.credits]).sort(), [['image', 'error', 0, 0], ['image', 'ok', 1, 5000]]);
     await w.admin.post('/v1/env/remove', { key: 'MODEL_PRICES' });
   });
 
@@ -234,21 +237,29 @@ describe('another city', () => {
 describe('media money', () => {
   // Stock prices: gpt-image-1 42,000 per image; tts-1 15 per character; whisper-1 100 per
   // second; stub-video (citygate.config.ts) 100,000 per second.
+  // Each hold's size shows at the 402 boundary: a balance of exactly the worst case is served,
+  // one credit less is refused before the upstream.
   test('image: the exact charge per image; short of credits → 402 before the upstream', async () => {
     await openaiKey();
     const p = await userWith('painter', 100_000);
     const c = await p.u.post('/v1/ai/image/create', { model: 'openai/gpt-image-1', prompt: 'a red fox', n: 2 });
     assert.equal(c.status, 200, c.text);
     assert.equal((await waitJob(p.u, '/v1/ai/image/result', c.body.job_id)).status, 'succeeded');
-    await until('the charge', async () => (await p.balance()) === 16_000, 30_000);
-    const rec = await onlyRecord(p.u);
+    const [rec] = (await chargedOnce(w.gw.url, p.token, 100_000, 84_000, { records: 1, kinds: JOB_ROWS })).records;
     assert.deepEqual([rec.mode, rec.status, rec.images, rec.credits], ['image', 'ok', 2, 84_000]);
+
+    const exact = await userWith('exact-painter', 84_000);
+    const c2 = await exact.u.post('/v1/ai/image/create', { model: 'openai/gpt-image-1', prompt: 'a red fox', n: 2 });
+    assert.equal(c2.status, 200, c2.text);
+    assert.equal((await waitJob(exact.u, '/v1/ai/image/result', c2.body.job_id)).status, 'succeeded');
+    await chargedOnce(w.gw.url, exact.token, 84_000, 84_000, { records: 1, kinds: JOB_ROWS });
 
     const poor = await userWith('poor-painter', 83_999);
     const before = upstreamCalls('/v1/images/generations');
     const r = await poor.u.post('/v1/ai/image/create', { model: 'openai/gpt-image-1', prompt: 'a red fox', n: 2 });
     assert.equal(r.status, 402);
     assert.equal(errorOf(r).code, 'insufficient_credits');
+    assert.match(errorOf(r).message, /up to 84000 credits/);
     await new Promise((res) => setTimeout(res, 300));
     assert.equal(upstreamCalls('/v1/images/generations'), before, 'the upstream was not called');
     assert.equal(await poor.balance(), 83_999);
@@ -260,8 +271,7 @@ describe('media money', () => {
     const c = await p.u.post('/v1/ai/video', { model: 'stub-video', prompt: 'waves', seconds: 4 });
     assert.equal(c.status, 200, c.text);
     assert.equal((await waitJob(p.u, '/v1/ai/video', c.body.job_id)).status, 'succeeded');
-    await until('the charge', async () => (await p.balance()) === 100_000, 30_000);
-    const rec = await onlyRecord(p.u);
+    const [rec] = (await chargedOnce(w.gw.url, p.token, 500_000, 400_000, { records: 1, kinds: JOB_ROWS })).records;
     assert.deepEqual([rec.mode, rec.status, rec.seconds, rec.credits], ['video', 'ok', 4, 400_000]);
 
     // no seconds given: held for the default 4 s, and the upstream is asked for exactly those
@@ -271,13 +281,14 @@ describe('media money', () => {
     assert.equal((await waitJob(d.u, '/v1/ai/video', c2.body.job_id)).status, 'succeeded');
     const sent = w.stub.requests.filter((r) => r.path === '/v1/videos' && (r.body as any)?.prompt === 'default length');
     assert.deepEqual(sent.map((r) => (r.body as any).seconds), ['4']);
-    await until('the charge', async () => (await d.balance()) === 0, 30_000);
+    await chargedOnce(w.gw.url, d.token, 400_000, 400_000, { records: 1, kinds: JOB_ROWS });
 
     const poor = await userWith('poor-director', 399_999);
     const before = upstreamCalls('/v1/videos');
     const r = await poor.u.post('/v1/ai/video', { model: 'stub-video', prompt: 'waves', seconds: 4 });
     assert.equal(r.status, 402);
     assert.equal(errorOf(r).code, 'insufficient_credits');
+    assert.match(errorOf(r).message, /up to 400000 credits/);
     await new Promise((res) => setTimeout(res, 300));
     assert.equal(upstreamCalls('/v1/videos'), before, 'the upstream was not called');
     assert.equal(await poor.balance(), 399_999);
@@ -288,14 +299,18 @@ describe('media money', () => {
     const p = await userWith('speaker', 1000);
     const r = await p.u.post('/v1/ai/tts', { model: 'openai/tts-1', text: 'hello world' }); // 11 characters
     assert.equal(r.status, 200);
-    assert.equal(await p.balance(), 1000 - 11 * 15);
-    const rec = await onlyRecord(p.u);
+    const [rec] = (await chargedOnce(w.gw.url, p.token, 1000, 11 * 15, { records: 1 })).records;
     assert.deepEqual([rec.mode, rec.status, rec.input_tokens, rec.credits], ['tts', 'ok', 11, 165]);
+
+    const exact = await userWith('exact-speaker', 165);
+    assert.equal((await exact.u.post('/v1/ai/tts', { model: 'openai/tts-1', text: 'hello world' })).status, 200);
+    await chargedOnce(w.gw.url, exact.token, 165, 165, { records: 1 });
 
     const poor = await userWith('poor-speaker', 164);
     const before = upstreamCalls('/v1/audio/speech');
     const no = await poor.u.post('/v1/ai/tts', { model: 'openai/tts-1', text: 'hello world' });
     assert.equal(no.status, 402);
+    assert.match(errorOf(no).message, /up to 165 credits/);
     assert.equal(upstreamCalls('/v1/audio/speech'), before, 'the upstream was not called');
     assert.equal(await poor.balance(), 164);
   });
@@ -303,17 +318,17 @@ describe('media money', () => {
   test('asr: held for the worst case (1 s per 1,000 bytes), charged the measured seconds; short → 402 before the upstream', async () => {
     await openaiKey();
     const audio = Buffer.from(new Uint8Array(64_000).fill(7)).toString('base64'); // 2 s at the stub's 32,000 bytes/s
-    const p = await userWith('listener', 10_000);
+    const p = await userWith('listener', 64 * 100); // the hold is 64 s × 100: exactly enough
     const r = await p.u.post('/v1/ai/asr', { model: 'openai/whisper-1', audio });
     assert.equal(r.status, 200, r.text);
-    const rec = await onlyRecord(p.u);
+    const [rec] = (await chargedOnce(w.gw.url, p.token, 6400, 200, { records: 1 })).records;
     assert.deepEqual([rec.mode, rec.status, rec.seconds, rec.credits], ['asr', 'ok', 2, 200]);
-    assert.equal(await p.balance(), 10_000 - 200);
 
     const poor = await userWith('poor-listener', 64 * 100 - 1); // the hold is 64 s × 100
     const before = upstreamCalls('/v1/audio/transcriptions');
     const no = await poor.u.post('/v1/ai/asr', { model: 'openai/whisper-1', audio });
     assert.equal(no.status, 402);
+    assert.match(errorOf(no).message, /up to 6400 credits/);
     assert.equal(upstreamCalls('/v1/audio/transcriptions'), before, 'the upstream was not called');
     assert.equal(await poor.balance(), 6399);
   });

@@ -1,9 +1,11 @@
 // Shared setup of the ai tests: one stub OpenAI upstream, one citygate pointed at it (text
 // provider slot and OpenAI slot), two cities with a user each.
+import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startGateway, tempDir, type TestGateway } from '../helpers/gateway.ts';
 import { client } from '../helpers/http.ts';
+import { sleep } from '../helpers/wait.ts';
 import { startOpenAIStub, type OpenAIStub, type OpenAIStubOptions } from '../stubs/openai.ts';
 
 export interface AiWorld {
@@ -83,4 +85,51 @@ export async function startAiWorld(opts: { stub?: OpenAIStubOptions; env?: Recor
     },
   };
   return world;
+}
+
+/** Ledger kinds that are not a call's: what an admin, a payment or the first sight of a user moves. */
+const NOT_CALLS = new Set(['grant', 'adjust', 'topup']);
+
+/**
+ * What a user's priced calls were charged, once the process has written them: the gateway
+ * serves holds from a credit lease and writes charges back every BALANCE_FLUSH_MS (default
+ * 200 ms) as one ledger row of kind 'charge' per flush. Waits until the balance is `start`
+ * minus `want`, the usage records' credits sum to `want` and the user's ledger rows of calls
+ * to −`want`; then checks that nothing more lands for a few flush windows (a second charge of
+ * the same call would). Those rows are 'charge' rows, each counting its calls in its reason
+ * ("N calls"), unless `kinds` allows the per-call holds (hold, settle, release) too.
+ * Returns the usage records and the ledger, newest first.
+ */
+export async function chargedOnce(base: string, token: string, start: number, want: number, opts: { records: number; kinds?: string[] }) {
+  const kinds = opts.kinds ?? ['charge'];
+  const u = client(base, token);
+  const read = async () => {
+    const [b, usage, history] = await Promise.all([u.get('/v1/balance/me'), u.get('/v1/usage/me?limit=100'), u.get('/v1/balance/history?limit=100')]);
+    const records = (usage.body.items ?? []) as any[];
+    const ledger = (history.body.items ?? []) as any[];
+    const charges = ledger.filter((e) => !NOT_CALLS.has(e.kind));
+    return {
+      balance: b.body.credits as number,
+      records,
+      ledger,
+      used: records.reduce((s, r) => s + r.credits, 0),
+      charged: -charges.reduce((s, e) => s + e.credits, 0),
+      calls: charges.reduce((s, e) => s + Number(/^(\d+) calls?$/.exec(e.reason ?? '')?.[1] ?? NaN), 0),
+    };
+  };
+  const landed = (s: Awaited<ReturnType<typeof read>>) => s.records.length >= opts.records && s.balance === start - want && s.used === want && s.charged === want;
+  let s = await read();
+  for (const end = Date.now() + 30_000; !landed(s) && Date.now() < end; s = await read()) await sleep(25);
+  const seen = JSON.stringify({ balance: s.balance, records: s.records.map((r) => [r.status, r.credits]), ledger: s.ledger.map((e) => [e.kind, e.credits, e.reason]) });
+  assert.equal(s.records.length, opts.records, `usage records: ${seen}`);
+  assert.equal(s.used, want, `the usage records' credits: ${seen}`);
+  assert.equal(s.balance, start - want, `the balance: ${seen}`);
+  assert.equal(s.charged, want, `the ledger's rows of calls: ${seen}`);
+  for (const e of s.ledger) assert.ok(NOT_CALLS.has(e.kind) || kinds.includes(e.kind), `a ${e.kind} row: ${seen}`);
+  // Each priced call is counted once in the charge rows' reasons ("N calls").
+  if (kinds.length === 1) assert.equal(s.calls, s.records.filter((r) => r.credits > 0).length, `calls in the charge rows: ${seen}`);
+  await sleep(3 * 200 + 100);
+  const later = await read();
+  assert.deepEqual([later.balance, later.charged, later.records.length], [s.balance, s.charged, s.records.length], 'charged once: nothing more landed');
+  return { records: s.records, ledger: s.ledger };
 }
