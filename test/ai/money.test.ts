@@ -140,7 +140,8 @@ describe('an upstream that reports no usage', () => {
   // prompt "one two" → reply "Hello from stub: one two" (no usage reported by stub-no-usage)
   const REPLY = 'Hello from stub: one two';
   before(async () => {
-    const r = await w.admin.post('/v1/env/upsert', { key: 'MODEL_PRICES', value: JSON.stringify({ 'stub-no-usage': { input_per_mtok: 1_000_000, output_per_mtok: 2_000_000 } }) });
+    const price = { input_per_mtok: 1_000_000, output_per_mtok: 2_000_000 };
+    const r = await w.admin.post('/v1/env/upsert', { key: 'MODEL_PRICES', value: JSON.stringify({ 'stub-no-usage': price, 'translated-no-usage': price }) });
     assert.equal(r.status, 200);
   });
 
@@ -182,6 +183,51 @@ describe('an upstream that reports no usage', () => {
     await until(async () => (await balance(t)) === b0 - want, 'the estimate is charged');
     const [rec] = await records(t, 1);
     assert.deepEqual([rec.status, rec.estimated, rec.credits], ['ok', true, want]);
+  });
+
+  // translated-no-usage: an upstream served through the AI SDK translation (chat/translate.ts),
+  // not relayed as is, whose answers carry no usage.
+  const translatedCalls = () => w.stub.requests.filter((r) => r.path === '/v1/chat/completions' && (r.body as any)?.model === 'stub-no-usage').length;
+
+  test('translated chat (AI SDK) without usage is charged the estimate: request bytes / 4 in, reply bytes / 4 out', async () => {
+    const t = await tokenFor(w.admin, 'money-10', 'estimated');
+    const b0 = await balance(t);
+    const calls = translatedCalls();
+    const body = { model: 'translated-no-usage', messages: [{ role: 'user', content: 'one two' }] };
+    const r = await client(w.gw.url, t).post('/v1/ai/chat/completions', body);
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.body.object, 'chat.completion');
+    assert.equal(r.body.choices[0].message.content, REPLY);
+    assert.equal(translatedCalls(), calls + 1, 'answered by the upstream through the translation');
+    const input = est(bytes(JSON.stringify(body)));
+    const output = est(bytes(REPLY));
+    const want = input + 2 * output;
+    await until(async () => (await balance(t)) === b0 - want, 'the estimate is charged');
+    assert.equal(b0 - (await balance(t)), want, 'the balance dropped by exactly the estimate');
+    const [rec] = await records(t, 1);
+    assert.deepEqual([rec.status, rec.estimated, rec.input_tokens, rec.output_tokens, rec.credits], ['ok', true, input, output, want]);
+  });
+
+  test('a translated stream (AI SDK) that ends without usage is charged the estimate of the text relayed', async () => {
+    const t = await tokenFor(w.admin, 'money-11', 'estimated');
+    const b0 = await balance(t);
+    const body = { model: 'translated-no-usage', stream: true, messages: [{ role: 'user', content: 'one two' }] };
+    const r = await client(w.gw.url, t).post('/v1/ai/chat/completions', body);
+    assert.equal(r.status, 200);
+    const relayed = r.text
+      .split('\n')
+      .filter((l) => l.startsWith('data: {'))
+      .map((l) => JSON.parse(l.slice(6)).choices?.[0]?.delta?.content ?? '')
+      .join('');
+    assert.equal(relayed, REPLY, 'the whole reply was relayed');
+    assert.match(r.text, /data: \[DONE\]/);
+    const input = est(bytes(JSON.stringify(body)));
+    const output = est(bytes(REPLY));
+    const want = input + 2 * output;
+    await until(async () => (await balance(t)) === b0 - want, 'the estimate is charged');
+    assert.equal(b0 - (await balance(t)), want, 'the balance dropped by exactly the estimate');
+    const [rec] = await records(t, 1);
+    assert.deepEqual([rec.status, rec.estimated, rec.input_tokens, rec.output_tokens, rec.credits], ['ok', true, input, output, want]);
   });
 
   test('a call whose upstream reports usage is not marked estimated', async () => {
