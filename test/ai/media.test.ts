@@ -139,10 +139,15 @@ describe('image jobs', () => {
     assert.equal(f.status, 200);
     // the graceful stop cancelled the first upstream call; the restarted runner made one more
     assert.equal(slowCalls(), 2);
-    assert.equal((await u2.get('/v1/balance/me')).body.credits, 7_000, 'charged one image, once');
     const rec = await onlyRecord(u2);
     assert.deepEqual([rec.mode, rec.status, rec.images, rec.credits], ['image', 'ok', 1, 5000]);
-    const ledger = (await w.admin.get('/v1/balance/ledger?city_id=money&user_id=snail&limit=50')).body.items.map((e: any) => [e.kind, e.credits]);
+    // the settle may commit just after the job shows succeeded (a round trip later on PostgreSQL)
+    const ledgerRows = async () => (await w.admin.get('/v1/balance/ledger?city_id=money&user_id=snail&limit=50')).body.items.map((e: any) => [e.kind, e.credits]);
+    const ledger = await until('the settle in the ledger', async () => {
+      const l = await ledgerRows();
+      return l.some(([k]: [string]) => k === 'settle') && l;
+    }, 30_000);
+    assert.equal((await u2.get('/v1/balance/me')).body.credits, 7_000, 'charged one image, once');
     assert.deepEqual(ledger.filter(([k]: [string]) => k !== 'grant' && k !== 'adjust').sort(), [['hold', -5000], ['settle', 0]]);
     await w.admin.post('/v1/env/remove', { key: 'MODEL_PRICES' });
   });
@@ -288,6 +293,7 @@ describe('media money', () => {
     const p = await userWith('speaker', 1000);
     const r = await p.u.post('/v1/ai/tts', { model: 'openai/tts-1', text: 'hello world' }); // 11 characters
     assert.equal(r.status, 200);
+    await until('the charge', async () => (await p.balance()) === 1000 - 11 * 15, 30_000);
     assert.equal(await p.balance(), 1000 - 11 * 15);
     const rec = await onlyRecord(p.u);
     assert.deepEqual([rec.mode, rec.status, rec.input_tokens, rec.credits], ['tts', 'ok', 11, 165]);
@@ -308,6 +314,7 @@ describe('media money', () => {
     assert.equal(r.status, 200, r.text);
     const rec = await onlyRecord(p.u);
     assert.deepEqual([rec.mode, rec.status, rec.seconds, rec.credits], ['asr', 'ok', 2, 200]);
+    await until('the charge', async () => (await p.balance()) === 10_000 - 200, 30_000);
     assert.equal(await p.balance(), 10_000 - 200);
 
     const poor = await userWith('poor-listener', 64 * 100 - 1); // the hold is 64 s × 100

@@ -68,7 +68,7 @@ describe('charging AI calls', () => {
     assert.equal(r.status, 200);
     const cost1 = r.body.usage.prompt_tokens * 1 + r.body.usage.completion_tokens * 2; // 5 + 2 × 5
     // settled right after the response (at once on SQLite, a round trip later on PostgreSQL)
-    for (const end = Date.now() + 2000; b0 - (await balance(t)) !== cost1 && Date.now() < end; ) await new Promise((res) => setTimeout(res, 20));
+    await until(async () => b0 - (await balance(t)) === cost1, 'the call is settled');
     assert.equal(b0 - (await balance(t)), cost1);
     const s = await u.post('/v1/ai/chat/completions', { model: 'stub-model', stream: true, messages: [{ role: 'user', content: 'a b c' }] });
     assert.equal(s.status, 200);
@@ -97,6 +97,7 @@ describe('charging AI calls', () => {
     const b0 = await balance(t);
     const r = await client(w.gw.url, t).post('/v1/ai/text', { model: 'stub-500', prompt: 'x' });
     assert.equal(r.status, 502);
+    await until(async () => (await balance(t)) === b0, 'the hold is released');
     assert.equal(await balance(t), b0);
     const recs = await records(t, 1);
     assert.equal(recs[0].status, 'error');
@@ -270,6 +271,7 @@ describe('hold sizing: the hold covers the measured cost, or the call is refused
     const ok = await client(w.gw.url, enough).post('/v1/ai/chat/completions', body);
     assert.equal(ok.status, 200, ok.text);
     assert.equal(ok.body.usage.completion_tokens, 30);
+    await until(async () => (await balance(enough)) === 0, 'the call is settled');
     assert.equal(await balance(enough), 0, 'charged the full measured cost');
   });
 
@@ -284,6 +286,7 @@ describe('hold sizing: the hold covers the measured cost, or the call is refused
     const ok = await client(w.gw.url, enough).post('/v1/ai/chat/completions', body);
     assert.equal(ok.status, 200, ok.text);
     assert.equal(ok.body.usage.completion_tokens, 10);
+    await until(async () => (await balance(enough)) === 0, 'the call is settled');
     assert.equal(await balance(enough), 0, 'charged the full measured cost');
   });
 
@@ -303,7 +306,7 @@ describe('hold sizing: the hold covers the measured cost, or the call is refused
     assert.equal(ok.status, 200, ok.text);
     assert.equal(ok.body.usage.completion_tokens, 11);
     // settled right after the response (at once on SQLite, a round trip later on PostgreSQL)
-    for (const end = Date.now() + 2000; (await balance(enough)) !== 8192 - 11 && Date.now() < end; ) await new Promise((res) => setTimeout(res, 20));
+    await until(async () => (await balance(enough)) === 8192 - 11, 'the call is settled');
     assert.equal(await balance(enough), 8192 - 11, 'charged the measured cost, the rest returned');
   });
 });
