@@ -144,14 +144,14 @@ const downloadAudio = createDownload({ maxBytes: ASR_MAX_BYTES });
  * of the estimate when the upstream reports no duration, and an unreadable URL is the caller's
  * 4xx (not an upstream's 502, nor retried on another upstream).
  */
-async function fetchAudio(ctx: ActionContext<unknown>, url: URL): Promise<Uint8Array> {
+async function fetchAudio(ctx: ActionContext<unknown>, url: URL): Promise<{ data: Uint8Array; mediaType: string | undefined }> {
   const t0 = performance.now();
   try {
     const signal = AbortSignal.any([ctx.signal, AbortSignal.timeout(upstreamTimeoutMs(ctx.gateway))]);
     const got = await downloadAudio({ url, isUrlSupportedByModel: false, abortSignal: signal } as never);
-    const data = (got as { data?: Uint8Array } | null)?.data;
+    const { data, mediaType } = (got ?? {}) as { data?: Uint8Array; mediaType?: string };
     if (!data || data.byteLength === 0) throw badRequest('invalid_input', 'url: the audio is empty', 'url');
-    return data;
+    return { data, mediaType };
   } catch (e) {
     if (ctx.signal.aborted) throw new GatewayError(499, CLIENT_CLOSED, 'The client closed the request.');
     if (DownloadError.isInstance(e)) {
@@ -175,9 +175,9 @@ export async function asr(ctx: ActionContext<unknown>) {
   // Worst case: compressed speech at 8 kbit/s (1,000 bytes per second). A URL's size is unknown
   // until it is fetched: held for the largest audio accepted (25 MB), before anything is fetched.
   await call.reserve({ seconds: Math.ceil((q.audio instanceof Uint8Array ? q.audio.byteLength : ASR_MAX_BYTES) / 1000) });
-  let audio: Uint8Array;
+  let audio: { data: Uint8Array; mediaType: string | undefined };
   try {
-    audio = q.audio instanceof Uint8Array ? q.audio : await fetchAudio(ctx, q.audio);
+    audio = q.audio instanceof Uint8Array ? { data: q.audio, mediaType: undefined } : await fetchAudio(ctx, q.audio);
   } catch (e) {
     const code = (e as { code?: string }).code ?? 'internal_error';
     await call.finish(code === CLIENT_CLOSED ? 'aborted' : 'error', {}, code); // nothing consumed: the hold is returned
@@ -187,7 +187,9 @@ export async function asr(ctx: ActionContext<unknown>) {
     if (!t.adapter.transcriptionModel) throw cannot(q.model, 'transcribe');
     return transcribe({
       model: t.adapter.transcriptionModel(t.call, t.upstreamModel),
-      audio,
+      // a URL's audio is handed over as fetched above, with the media type its server gave
+      audio: q.audio,
+      download: async () => audio,
       providerOptions: q.language ? { openai: { language: q.language } } : undefined,
       maxRetries: 0,
       abortSignal: signal,
@@ -195,7 +197,7 @@ export async function asr(ctx: ActionContext<unknown>) {
   });
   // No duration from the upstream: the documented estimate (16 kB per second of the audio
   // actually sent), marked as such.
-  const seconds = res.durationInSeconds ?? Math.ceil(audio.byteLength / 16_000);
+  const seconds = res.durationInSeconds ?? Math.ceil(audio.data.byteLength / 16_000);
   await call.finish('ok', { seconds, estimated: res.durationInSeconds === undefined });
   return {
     text: res.text,
