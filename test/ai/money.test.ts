@@ -200,6 +200,7 @@ describe('an upstream that reports no usage', () => {
     assert.equal(r.body.object, 'chat.completion');
     assert.equal(r.body.choices[0].message.content, REPLY);
     assert.equal(translatedCalls(), calls + 1, 'answered by the upstream through the translation');
+    assert.equal(r.body.usage, undefined, 'the upstream reported none: no usage shown (not zeros)');
     const input = est(bytes(JSON.stringify(body)));
     const output = est(bytes(REPLY));
     const want = input + 2 * output;
@@ -212,7 +213,7 @@ describe('an upstream that reports no usage', () => {
   test('a translated stream (AI SDK) that ends without usage is charged the estimate of the text relayed', async () => {
     const t = await tokenFor(w.admin, 'money-11', 'estimated');
     const b0 = await balance(t);
-    const body = { model: 'translated-no-usage', stream: true, messages: [{ role: 'user', content: 'one two' }] };
+    const body = { model: 'translated-no-usage', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'one two' }] };
     const r = await client(w.gw.url, t).post('/v1/ai/chat/completions', body);
     assert.equal(r.status, 200);
     const relayed = r.text
@@ -221,6 +222,7 @@ describe('an upstream that reports no usage', () => {
       .map((l) => JSON.parse(l.slice(6)).choices?.[0]?.delta?.content ?? '')
       .join('');
     assert.equal(relayed, REPLY, 'the whole reply was relayed');
+    assert.doesNotMatch(r.text, /"usage"/, 'the upstream reported none: no usage event (not zeros)');
     assert.match(r.text, /data: \[DONE\]/);
     const input = est(bytes(JSON.stringify(body)));
     const output = est(bytes(REPLY));
