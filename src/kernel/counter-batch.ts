@@ -50,10 +50,14 @@ export class CounterBatch {
         const rows = await this.db.kysely
           .insertInto('rate_counters')
           .values(entries.map(([key, e]) => ({ key, window_start: windowStart, n: e.add })))
+          // A newer window starts the count afresh. A batch of an older window that reaches the
+          // row after a newer one has started (its window ended while it waited for the event loop
+          // or the database) is counted in the newer window: never a reset back to the old window,
+          // which would drop the newer window's count and let up to a whole limit more through.
           .onConflict((oc) =>
             oc.column('key').doUpdateSet({
-              n: sql<number>`CASE WHEN rate_counters.window_start = excluded.window_start THEN rate_counters.n + excluded.n ELSE excluded.n END`,
-              window_start: sql<number>`excluded.window_start`,
+              n: sql<number>`CASE WHEN rate_counters.window_start >= excluded.window_start THEN rate_counters.n + excluded.n ELSE excluded.n END`,
+              window_start: sql<number>`CASE WHEN rate_counters.window_start > excluded.window_start THEN rate_counters.window_start ELSE excluded.window_start END`,
             }),
           )
           .returning(['key', 'n'])

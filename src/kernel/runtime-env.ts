@@ -71,6 +71,11 @@ export class RuntimeEnv {
     this.#box = box;
   }
 
+  /** The box that seals secrets at rest (null: no master key, stored in clear); upstream keys use it too. */
+  get secrets(): SecretBox | null {
+    return this.#box;
+  }
+
   /** The plaintext of a stored value (opens a sealed one). */
   async #open(key: string, stored: string): Promise<string | undefined> {
     if (!isSealed(stored)) return stored;

@@ -20,6 +20,9 @@ export function isSealedEnvKey(key: string): boolean {
 
 export const isSealed = (v: string): boolean => v.startsWith(PREFIX);
 
+/** The additional data an upstream's API key is sealed with: its row, so a key cannot be moved to another upstream. */
+export const upstreamKeyLabel = (upstreamId: string): string => `ai_upstreams:${upstreamId}`;
+
 export class MasterKeyError extends Error {}
 
 function fromBase64url(s: string): Uint8Array<ArrayBuffer> {
@@ -131,6 +134,26 @@ export async function sealStoredEnv(db: Db, box: SecretBox): Promise<number> {
       .set({ value: await box.seal(r.value, `env:${r.key}`) })
       .where('key', '=', r.key)
       .where('value', '=', r.value)
+      .execute();
+    n++;
+  }
+  return n;
+}
+
+/**
+ * The same forward migration for upstream API keys (ai_upstreams.api_key): seals every key
+ * still stored in clear, each update guarded by the old value.
+ */
+export async function sealStoredUpstreamKeys(db: Db, box: SecretBox): Promise<number> {
+  const rows = await db.kysely.selectFrom('ai_upstreams').select(['upstream_id', 'api_key']).where('api_key', 'is not', null).execute();
+  let n = 0;
+  for (const r of rows) {
+    if (!r.api_key || isSealed(r.api_key)) continue;
+    await db.kysely
+      .updateTable('ai_upstreams')
+      .set({ api_key: await box.seal(r.api_key, upstreamKeyLabel(r.upstream_id)) })
+      .where('upstream_id', '=', r.upstream_id)
+      .where('api_key', '=', r.api_key)
       .execute();
     n++;
   }

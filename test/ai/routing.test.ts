@@ -131,6 +131,10 @@ describe('upstreams as data', () => {
       { has_key: true, key_last4: '1111', models: ['listed', { id: 'listed-alias', upstream_model: 'gpt-4o-mini' }], weight: 2, priority: 1, timeout_ms: 5000, enabled: true },
     );
     assert.equal('api_key' in mine, false);
+    // At rest the key is sealed under the master key (SQLite and PostgreSQL alike), never in clear.
+    const stored = await sqlGet<{ api_key: string }>(gw, `SELECT api_key FROM ai_upstreams WHERE upstream_id = ?`, [id]);
+    assert.match(stored!.api_key, /^enc:v1:/);
+    assert.equal(stored!.api_key.includes(KEYS[0]), false);
     // the model is callable at once, and the alias is sent as its upstream id
     const r = await chat('listed-alias');
     assert.equal(r.status, 200, r.text);

@@ -3,20 +3,17 @@
 // page makes is recorded: none may leave the gateway's origin. Screenshots of every page at
 // 1280 px and at phone size go to test-results/console/.
 import assert from 'node:assert/strict';
-import { mkdirSync, readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { browserSuite, launchChromium } from '../helpers/browser.ts';
 import { startGateway, type TestGateway } from '../helpers/gateway.ts';
 import { client } from '../helpers/http.ts';
 import { until } from '../helpers/wait.ts';
 import { startOpenAIStub, type OpenAIStub } from '../stubs/openai.ts';
 import { startStripeStub, type StripeStub } from '../stubs/stripe.ts';
+import { consolePages, DESKTOP, PHONE } from './pages.ts';
 
-const SHOTS = resolve(import.meta.dirname, '../../test-results/console');
-const DESKTOP = { width: 1280, height: 900 };
-const PHONE = { width: 390, height: 844 };
 // stub-model costs 1 credit per token in and 2 per token out.
 const PRICES = JSON.stringify({ 'stub-model': { input_per_mtok: 1_000_000, output_per_mtok: 2_000_000 } });
 
@@ -26,47 +23,9 @@ browserSuite('the admin console in chromium', () => {
   let gw: TestGateway;
   let browser: Browser;
   let admin: ReturnType<typeof client>;
-  const outside: string[] = [];
-  const pageErrors: string[] = [];
   let bureauToken = '';
 
-  /** A browser context that records every request and every page error. */
-  async function open(viewport = DESKTOP): Promise<{ ctx: BrowserContext; page: Page }> {
-    const ctx = await browser.newContext({ viewport, acceptDownloads: true });
-    await ctx.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: gw.url });
-    const page = await ctx.newPage();
-    const origin = new URL(gw.url).origin;
-    page.on('request', (r) => {
-      const u = r.url();
-      if (!u.startsWith('data:') && !u.startsWith('blob:') && new URL(u).origin !== origin) outside.push(u);
-    });
-    page.on('pageerror', (e) => pageErrors.push(String(e)));
-    page.on('console', (m) => {
-      // API refusals the page shows (403 paused, the admin probe) are logged by chromium as
-      // "Failed to load resource"; anything else is a page error.
-      if (m.type() === 'error' && !/Failed to load resource: the server responded with a status of (4\d\d)/.test(m.text())) pageErrors.push(m.text());
-    });
-    return { ctx, page };
-  }
-
-  async function signIn(page: Page, key: string) {
-    await page.goto(`${gw.url}/console`);
-    await page.getByLabel('Admin key or bureau token').fill(key);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('navigation', { name: 'Pages' }).waitFor();
-  }
-
-  async function shot(page: Page, name: string) {
-    mkdirSync(SHOTS, { recursive: true });
-    await page.waitForLoadState('networkidle');
-    await page.locator('[aria-busy="true"]').first().waitFor({ state: 'detached', timeout: 10_000 }).catch(() => {});
-    await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
-  }
-
-  async function gotoPage(page: Page, hash: string) {
-    await page.goto(`${gw.url}/console/#/${hash}`);
-    await page.locator('main.content h1').first().waitFor();
-  }
+  const { outside, pageErrors, open, signIn, shot, gotoPage } = consolePages(() => ({ url: gw.url, browser }));
 
   before(async () => {
     stub = await startOpenAIStub();

@@ -144,6 +144,28 @@ describe('secrets at rest on D1', () => {
     const list = await admin.get('/v1/env/list?reveal=true');
     assert.equal(list.body.items.find((e: { key: string }) => e.key === 'OAUTH_A_CLIENT_SECRET').value, 'gh-secret-edge-123456');
 
+    // An upstream's API key is sealed in D1 too, and still serves (its stub accepts only that key).
+    const UPSTREAM_KEY = 'sk-edge-upstream-at-rest-9f8e7d6c';
+    const keyed = await startOpenAIStub({ apiKey: UPSTREAM_KEY });
+    try {
+      const up = await admin.post('/v1/ai/upstreams/create', { name: 'edge-sealed', kind: 'openai-compatible', base_url: keyed.url, api_key: UPSTREAM_KEY, models: [{ id: 'edge-sealed', upstream_model: 'stub-model' }] });
+      assert.equal(up.status, 200, up.text);
+      assert.equal(up.body.key_last4, '7d6c');
+      const [stored] = await w.sql<{ api_key: string }>(`SELECT api_key FROM ai_upstreams WHERE upstream_id = '${up.body.upstream_id}'`);
+      assert.match(stored.api_key, /^enc:v1:/);
+      assert.equal(JSON.stringify(await w.sql(`SELECT * FROM ai_upstreams`)).includes(UPSTREAM_KEY), false, 'the key is not in D1 in clear');
+      const listed = await admin.get('/v1/ai/upstreams/list');
+      assert.equal(listed.text.includes(UPSTREAM_KEY), false, 'the list never shows the key');
+      for (const i of [0, 1] as const) {
+        const r = await at(i, 'POST', '/v1/ai/chat/completions', { token: await w.adminKey(), body: { model: 'edge-sealed', messages: [{ role: 'user', content: 'hi' }] } });
+        assert.equal(r.status, 200, `isolate ${i}: ${r.text}`);
+      }
+      assert.equal(keyed.requests.at(-1)?.headers.authorization, `Bearer ${UPSTREAM_KEY}`);
+    } finally {
+      await keyed.close();
+    }
+    const upstreamsBefore = JSON.stringify(await w.sql(`SELECT * FROM ai_upstreams`));
+
     // The same D1 under another master key.
     const wrong = await startWorker({ persistDir: w.persistDir, vars: { CITYGATE_MASTER_KEY: 'e'.repeat(64) } });
     try {
@@ -156,6 +178,7 @@ describe('secrets at rest on D1', () => {
       await wrong.stop();
     }
     assert.equal(JSON.stringify(await w.sql(`SELECT key, value FROM env`)), dump, 'nothing changed');
+    assert.equal(JSON.stringify(await w.sql(`SELECT * FROM ai_upstreams`)), upstreamsBefore, 'no upstream changed');
   });
 });
 

@@ -8,6 +8,7 @@ import { sqlGet } from '../helpers/sql.ts';
 import { after, before, test } from 'node:test';
 import { startGateway, type TestGateway } from '../helpers/gateway.ts';
 import { call, client, errorOf, type Res } from '../helpers/http.ts';
+import { freshWindow } from '../helpers/rate-window.ts';
 import { sleep, until } from '../helpers/wait.ts';
 import { startOpenAIStub, type OpenAIStub } from '../stubs/openai.ts';
 
@@ -38,11 +39,6 @@ async function token(city: string, user: string): Promise<string> {
 const chat = (base: string, t: string, content = 'hello there') =>
   call(base, 'POST', '/v1/ai/chat/completions', { token: t, body: { model: 'stub-model', messages: [{ role: 'user', content }] } });
 
-/** Starts a burst early in a fresh minute window, so it cannot straddle two windows. */
-async function freshWindow(needMs = 20_000): Promise<void> {
-  const left = 60_000 - (Date.now() % 60_000);
-  if (left < needMs) await sleep(left + 50);
-}
 
 function assertLimited(r: Res, limit: number) {
   assert.equal(r.status, 429, r.text);

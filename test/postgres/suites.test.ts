@@ -14,6 +14,9 @@ const EXTRA = ['test/cli/usage.test.ts', 'test/client/client.test.ts'];
 // an SQLite trigger installed into the gateway's file, secrets at rest read from the file's bytes.
 const ONLY_SQLITE = new Set([
   'test/kernel/workers.test.ts',
+  'test/kernel/rate-limit-workers.test.ts',
+  // runs itself on SQLite and on PostgreSQL
+  'test/kernel/rate-window.test.ts',
   'test/money/settle-failure.test.ts',
   'test/kernel/secrets.test.ts',
   // a second process on the same file, and write failures made by triggers in the file

@@ -28,6 +28,10 @@
 //   stop_sequences cut the reply before the earliest one (stop_reason "stop_sequence"),
 //   max_tokens cuts it to its first N words (stop_reason "max_tokens").
 // Failure triggers by model: "claude-500" → 500 api_error, "claude-529" → 529 overloaded_error.
+// Whole-stub faults (stub.setFault), for routing tests: every POST /v1/messages… then (for
+// `times` requests, default all) answers `status` in Anthropic's error shape, or closes the
+// connection without answering (`drop`), or — streams only — sends message_start and then
+// destroys the connection (`breakStream`); `faulted` counts them.
 // "claude-slow-stream" streams "w1 w2 … w20", one text delta every opts.slowMs (for aborts);
 // `disconnects` counts streams whose client went away before the end.
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http";
@@ -52,8 +56,16 @@ export type AnthropicStub = {
   readonly messageCalls: number;
   /** Streams whose client went away before the end. */
   readonly disconnects: number;
+  /** Makes every POST /v1/messages… fail in a chosen way (null: healthy again). */
+  setFault(f: AnthropicFault | null): void;
+  /** Requests that got the fault. */
+  readonly faulted: number;
   close(): Promise<void>;
 };
+
+export type AnthropicFault = { status?: number; drop?: boolean; breakStream?: boolean; times?: number };
+
+const FAULT_TYPES: Record<number, string> = { 400: "invalid_request_error", 429: "rate_limit_error", 500: "api_error", 503: "overloaded_error", 529: "overloaded_error" };
 
 const IMAGE_TYPES = ["image/jpeg", "image/png", "image/gif", "image/webp"];
 
@@ -210,6 +222,8 @@ export async function startAnthropicStub(opts: AnthropicStubOptions = {}): Promi
   let seq = 0;
   let messageCalls = 0;
   let disconnects = 0;
+  let fault: AnthropicFault | null = null;
+  let faulted = 0;
   const slowMs = opts.slowMs ?? 50;
 
   const server = createServer(async (req, res) => {
@@ -233,6 +247,23 @@ export async function startAnthropicStub(opts: AnthropicStubOptions = {}): Promi
       res.end(text);
     };
     const fail = (e: ReturnType<typeof error>) => send(e.status, e.body);
+
+    if (fault && req.method === "POST" && path.startsWith("/v1/messages") && (fault.times === undefined || fault.times > 0)) {
+      if (fault.times !== undefined) fault.times--;
+      faulted++;
+      if (fault.drop) return void req.socket.destroy();
+      if (fault.breakStream && body?.stream === true) {
+        res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8" });
+        const usage = { input_tokens: inputTokens(body), output_tokens: 1 };
+        sse(res, "message_start", { message: { id: `msg_stub${n}`, type: "message", role: "assistant", model: body.model, content: [], stop_reason: null, stop_sequence: null, usage } });
+        sse(res, "content_block_start", { index: 0, content_block: { type: "text", text: "" } });
+        sse(res, "content_block_delta", { index: 0, delta: { type: "text_delta", text: "Hello" } });
+        setTimeout(() => res.destroy(), 50);
+        return;
+      }
+      const st = fault.status ?? 500;
+      return fail(error(st, FAULT_TYPES[st] ?? "api_error", `stub fault ${st}`));
+    }
 
     // The API key as x-api-key (the AI SDK, curl) or as a bearer token (the official SDK).
     const bearer = /^Bearer (.+)$/.exec(req.headers.authorization ?? "")?.[1];
@@ -316,6 +347,12 @@ export async function startAnthropicStub(opts: AnthropicStubOptions = {}): Promi
     },
     get disconnects() {
       return disconnects;
+    },
+    setFault(f) {
+      fault = f ? { ...f } : null;
+    },
+    get faulted() {
+      return faulted;
     },
     close: () =>
       new Promise<void>((resolve) => {

@@ -54,7 +54,8 @@
 //
 // Whole-stub faults (stub.setFault), for routing tests with several stubs: every POST to /v1
 // then (for `times` requests, default all) answers `status` (OpenAI's error shape, with a
-// Retry-After when `retryAfter` is set), or hangs until the client goes away (`hang`), or —
+// Retry-After when `retryAfter` is set), or hangs until the client goes away (`hang`), or
+// closes the connection without a word (`drop`), or —
 // chat streams only — sends its first event and then destroys the connection (`breakStream`).
 // Chat reply text and token counts: see openai-chat.ts (prompt_tokens = Σ (words + 3)).
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
@@ -111,6 +112,8 @@ export type StubFault = {
   status?: number;
   retryAfter?: string;
   hang?: boolean;
+  /** Close the connection without answering (a dropped connection). */
+  drop?: boolean;
   breakStream?: boolean;
   /** How many requests get the fault (default: all until cleared). */
   times?: number;
@@ -644,6 +647,10 @@ export async function startOpenAIStub(opts: OpenAIStubOptions = {}): Promise<Ope
       faulted++;
       if (f.hang) {
         await wait(ctx.res, 3_600_000);
+        return;
+      }
+      if (f.drop) {
+        ctx.req.socket.destroy();
         return;
       }
       if (f.breakStream && path === "/v1/chat/completions" && (body as ChatRequest | undefined)?.stream === true) {

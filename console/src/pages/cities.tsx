@@ -1,9 +1,11 @@
-// Cities: create, pause, activate, remove (admin); issue a user token (admin and bureau).
+// Cities: create, pause, activate, remove, limits and budgets (admin); issue a user token
+// (admin and bureau).
 import { useState } from 'preact/hooks';
 import { post, type City } from '../api.ts';
 import { useWho } from '../app.tsx';
 import { useCities } from '../cities.ts';
 import { href } from '../router.ts';
+import { CityLimits } from './city-limits.tsx';
 import { Badge, ConfirmButton, Empty, ErrorBox, OneTimeSecret, PageHead, Show, useAction, when } from '../ui.tsx';
 
 function CreateCity({ onCreated }: { onCreated: () => void }) {
@@ -66,6 +68,7 @@ function CityRow({ c, onChange }: { c: City; onChange: () => void }) {
   const who = useWho();
   const act = useAction();
   const [issuing, setIssuing] = useState(false);
+  const [limits, setLimits] = useState(false);
   const admin = who.kind === 'admin';
   const change = (what: 'pause' | 'activate' | 'remove') => act.run(async () => (await post(`cities/${what}`, { city_id: c.city_id }), onChange()));
   return (
@@ -84,6 +87,11 @@ function CityRow({ c, onChange }: { c: City; onChange: () => void }) {
           <button type="button" class="secondary outline" aria-expanded={issuing} onClick={() => setIssuing(!issuing)}>
             Token…
           </button>
+          {admin && (
+            <button type="button" class="secondary outline" aria-expanded={limits} onClick={() => setLimits(!limits)}>
+              Limits…
+            </button>
+          )}
           {admin && c.status === 'active' && (
             <ConfirmButton label="Pause" question={`Pause ${c.name}? Its user tokens get 403 until it is activated.`} onConfirm={() => change('pause')} />
           )}
@@ -103,11 +111,12 @@ function CityRow({ c, onChange }: { c: City; onChange: () => void }) {
           </div>
         </td>
       </tr>
-      {(issuing || act.error) && (
+      {(issuing || limits || act.error) && (
         <tr class="sub">
           <td colSpan={4}>
             <ErrorBox error={act.error} />
             {issuing && <IssueToken city={c.city_id} />}
+            {limits && <CityLimits city={c.city_id} />}
           </td>
         </tr>
       )}

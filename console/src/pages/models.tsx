@@ -1,9 +1,10 @@
 // Models: the catalog with prices, modes and what each needs (the admin view lists every
-// registered model with its env requirements); upstream health where ai/upstreams/list exists.
-import { ApiError, get } from '../api.ts';
+// registered model with its env requirements); upstreams and their health for the admin.
+import { get } from '../api.ts';
 import { useWho } from '../app.tsx';
 import { href } from '../router.ts';
 import { Badge, Empty, num, PageHead, Show, useLoad } from '../ui.tsx';
+import { Upstreams } from './upstreams.tsx';
 
 interface Model {
   id: string; name: string; description: string; modalities: string[]; tags: string[];
@@ -14,44 +15,6 @@ interface Model {
 const PRICE_LABELS: Record<string, string> = {
   input_per_mtok: 'in / 1M tok', output_per_mtok: 'out / 1M tok', cached_per_mtok: 'cached / 1M tok', per_image: 'per image', per_second: 'per second', per_request: 'per request',
 };
-
-function Upstreams() {
-  // Upstream routing and health (ai/upstreams/list) come with the routing work; until a
-  // gateway has that action, this section says so instead of guessing.
-  const up = useLoad(async () => {
-    try {
-      return await get<{ items: Record<string, unknown>[] }>('ai/upstreams/list');
-    } catch (e) {
-      if (e instanceof ApiError && e.status === 404) return null;
-      throw e;
-    }
-  }, []);
-  return (
-    <section data-testid="upstreams">
-      <h2>Upstreams</h2>
-      <Show load={up}>
-        {(d) =>
-          d === null ? (
-            <Empty>This gateway has no upstream health report (<code>ai/upstreams/list</code>): each model calls its provider slot directly.</Empty>
-          ) : d.items.length === 0 ? (
-            <Empty>No upstreams configured.</Empty>
-          ) : (
-            <div class="table-wrap">
-              <table class="striped">
-                <thead><tr>{Object.keys(d.items[0]).map((k) => <th key={k}>{k}</th>)}</tr></thead>
-                <tbody>
-                  {d.items.map((u, i) => (
-                    <tr key={i}>{Object.values(u).map((v, j) => <td key={j}>{typeof v === 'object' ? JSON.stringify(v) : String(v)}</td>)}</tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
-          )
-        }
-      </Show>
-    </section>
-  );
-}
 
 export function Models() {
   const who = useWho();
@@ -103,7 +66,7 @@ export function Models() {
         }
       </Show>
       {who.kind === 'admin' && <p><small>Set keys and <code>MODEL_PRICES</code> / <code>MODEL_MODES</code> on the <a href={href('env')}>Env</a> page; they take effect at once.</small></p>}
-      <Upstreams />
+      {who.kind === 'admin' && <Upstreams />}
     </>
   );
 }

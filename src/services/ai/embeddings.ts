@@ -1,14 +1,17 @@
-// POST /v1/ai/embeddings in the OpenAI format: forwarded to upstreams that serve
-// /embeddings (OpenAI and OpenAI-compatible slots), made with the AI SDK's embedMany for the
-// others (Google). Charged by input tokens as the upstream reports them.
+// POST /v1/ai/embeddings in the OpenAI format, routed like chat/completions (retries,
+// fallbacks, circuit breakers): each attempt forwards to an upstream that serves /embeddings
+// (OpenAI and OpenAI-compatible), or uses the AI SDK's embedMany for the others (Google).
+// Charged by input tokens as the upstream reports them.
 import { embedMany } from 'ai';
 import { z } from 'zod';
 import { badRequest, GatewayError } from '../../kernel/errors.ts';
 import type { ActionContext } from '../../kernel/service.ts';
-import { forward, upstreamBody } from './forward.ts';
+import { forwardAttempt, upstreamBody } from './forward.ts';
 import { AiCall, tokenBound } from './meter.ts';
-import { resolveModel, upstreamTimeoutMs } from './resolve.ts';
-import { CLIENT_CLOSED, deadline, toGatewayError } from './upstream-errors.ts';
+import { adapters } from './providers/index.ts';
+import { resolveModel } from './resolve.ts';
+import { candidatesOf, nativeUrlOf, routeCall, type Responder } from './routing/route.ts';
+import type { Upstream } from './routing/upstreams.ts';
 
 const tokens = z.array(z.number().int().nonnegative()).min(1);
 export const embeddingsInput = z
@@ -44,51 +47,50 @@ function base64Floats(v: number[]): string {
 export async function embeddings(ctx: ActionContext<EmbeddingsInput>): Promise<Response> {
   const { input, gateway: gw } = ctx;
   const r = await resolveModel(gw, ctx.identity, input.model, 'embeddings');
-  const url = r.adapter.nativeUrl?.(r.provider, 'embeddings') ?? null;
   const strings = typeof input.input === 'string' ? [input.input] : input.input.every((x) => typeof x === 'string') ? (input.input as string[]) : null;
-  if (!url && !r.adapter.embeddingModel) throw new GatewayError(400, 'mode_not_supported', `The model '${input.model}' cannot make embeddings.`, { param: 'model' });
-  if (!url && !strings) throw badRequest('invalid_input', `input: token arrays are not supported by the upstream of '${input.model}'; send strings`, 'input');
-
-  const call = AiCall.start(gw, ctx.identity, r.model, 'embeddings', ctx.requestId);
-  await call.reserve({ input_tokens: inputBound(input.input) });
-
-  if (url) {
-    const raw = await ctx.rawBody();
-    return forward(ctx as ActionContext<unknown>, r, call, {
-      url,
-      body: upstreamBody(input, raw, r.model.upstream),
-      stream: false,
-      inputBytes: raw.byteLength,
-      usageOfJson: (j) => ({ input_tokens: num(j?.usage?.prompt_tokens ?? j?.usage?.total_tokens) }),
-      errorEvent: () => '',
-    });
+  // An upstream serves this call when it forwards embeddings, or embeds strings with the AI SDK.
+  const serves = (u: Upstream) => nativeUrlOf(u, 'embeddings') !== null || (strings !== null && adapters[u.kind].embeddingModel !== undefined);
+  const all = candidatesOf(gw, r.model);
+  if (!all.some(serves)) {
+    if (strings || !all.some((u) => adapters[u.kind].embeddingModel)) throw new GatewayError(400, 'mode_not_supported', `The model '${input.model}' cannot make embeddings.`, { param: 'model' });
+    throw badRequest('invalid_input', `input: token arrays are not supported by the upstream of '${input.model}'; send strings`, 'input');
   }
 
-  const d = deadline(ctx.signal, upstreamTimeoutMs(gw));
-  const t0 = performance.now();
-  try {
+  const call = AiCall.start(gw, ctx.identity, r.model, 'embeddings', ctx.requestId, ctx.timing);
+  await call.reserve({ input_tokens: inputBound(input.input) });
+  const raw = await ctx.rawBody();
+
+  const respond = await routeCall(ctx, call, { model: r.model, operation: 'embeddings', serves }, async (t, d): Promise<Responder> => {
+    const url = nativeUrlOf(t.upstream, 'embeddings');
+    if (url) {
+      return forwardAttempt(ctx as ActionContext<unknown>, call, t, d, {
+        url,
+        body: upstreamBody(input, raw, t.upstreamModel),
+        stream: false,
+        inputBytes: raw.byteLength,
+        usageOfJson: (j) => ({ input_tokens: num(j?.usage?.prompt_tokens ?? j?.usage?.total_tokens) }),
+        errorEvent: () => '',
+      });
+    }
     const res = await embedMany({
-      model: r.adapter.embeddingModel!(r.call, r.model.upstream),
+      model: t.adapter.embeddingModel!(t.call, t.upstreamModel),
       values: strings!,
       dimensions: input.dimensions,
       maxRetries: 0,
       abortSignal: d.signal,
     });
-    const used = num(res.usage?.tokens);
-    await call.finish('ok', { input_tokens: used });
-    const b64 = input.encoding_format === 'base64';
-    return Response.json({
-      object: 'list',
-      data: res.embeddings.map((e, index) => ({ object: 'embedding', index, embedding: b64 ? base64Floats(e) : e })),
-      model: input.model,
-      usage: { prompt_tokens: used, total_tokens: used },
-    });
-  } catch (e) {
-    const ge = toGatewayError(e, d);
-    await call.finish(ge.code === CLIENT_CLOSED ? 'aborted' : 'error', {}, ge.code);
-    throw ge;
-  } finally {
-    ctx.timing.upstreamMs += performance.now() - t0;
     d.clear();
-  }
+    const used = num(res.usage?.tokens);
+    return async () => {
+      await call.finish('ok', { input_tokens: used });
+      const b64 = input.encoding_format === 'base64';
+      return Response.json({
+        object: 'list',
+        data: res.embeddings.map((e, index) => ({ object: 'embedding', index, embedding: b64 ? base64Floats(e) : e })),
+        model: input.model,
+        usage: { prompt_tokens: used, total_tokens: used },
+      });
+    };
+  });
+  return respond();
 }

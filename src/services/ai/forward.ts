@@ -8,8 +8,8 @@ import { streamingResponse } from '../../kernel/http.ts';
 import type { Measured } from '../../kernel/metering.ts';
 import type { ActionContext } from '../../kernel/service.ts';
 import { BYTES_PER_TOKEN, type AiCall, type Usage } from './meter.ts';
-import { upstreamTimeoutMs, type Resolved } from './resolve.ts';
-import { CLIENT_CLOSED, deadline, fromUpstreamStatus, toGatewayError } from './upstream-errors.ts';
+import type { Target } from './routing/route.ts';
+import { CLIENT_CLOSED, toGatewayError, UpstreamStatusError, type Deadline } from './upstream-errors.ts';
 
 export interface ForwardSpec {
   url: string;
@@ -40,49 +40,34 @@ export function upstreamBody(input: Record<string, unknown>, raw: Uint8Array, up
   return JSON.stringify(copy);
 }
 
-export async function forward(ctx: ActionContext<unknown>, r: Resolved, call: AiCall, spec: ForwardSpec): Promise<Response> {
-  const { gateway: gw, timing } = ctx;
-  const d = deadline(ctx.signal, upstreamTimeoutMs(gw));
-  const t0 = performance.now();
-  const fail = async (e: unknown): Promise<never> => {
-    timing.upstreamMs += performance.now() - t0;
-    d.clear();
-    const ge = toGatewayError(e, d);
-    await call.finish(ge.code === CLIENT_CLOSED ? 'aborted' : 'error', {}, ge.code);
-    throw ge;
-  };
-  let res;
-  try {
-    res = await gw.http.request({
-      method: 'POST',
-      url: spec.url,
-      headers: {
-        'content-type': 'application/json',
-        accept: spec.stream ? 'text/event-stream' : 'application/json',
-        ...spec.headers,
-        ...r.adapter.authHeaders(r.provider),
-      },
-      body: spec.body,
-      signal: d.signal,
-    });
-  } catch (e) {
-    return fail(e);
-  }
+/**
+ * One attempt (see routing/route.ts) against one upstream: returns once the upstream answered
+ * (the whole JSON answer, or a stream's first chunk) and throws before that, so a failure is
+ * retried on another upstream; an error status is thrown as the upstream's (retried when 5xx,
+ * 429 or a refused key). What it returns makes the client's response and settles the call once.
+ */
+export async function forwardAttempt(ctx: ActionContext<unknown>, call: AiCall, t: Target, d: Deadline, spec: ForwardSpec): Promise<() => Response> {
+  const { gateway: gw } = ctx;
+  const res = await gw.http.request({
+    method: 'POST',
+    url: spec.url,
+    headers: {
+      'content-type': 'application/json',
+      accept: spec.stream ? 'text/event-stream' : 'application/json',
+      ...spec.headers,
+      ...t.adapter.authHeaders(t.provider),
+    },
+    body: spec.body,
+    signal: d.signal,
+  });
 
   if (res.status >= 400 || !spec.stream) {
-    let bytes: Uint8Array;
-    try {
-      bytes = await res.bytes();
-    } catch (e) {
-      return fail(e);
-    }
-    timing.upstreamMs += performance.now() - t0;
-    d.clear();
+    const bytes = await res.bytes();
     if (res.status >= 400) {
-      const ge = fromUpstreamStatus(res.status, dec.decode(bytes));
-      await call.finish('error', {}, ge.code);
-      throw ge;
+      const ms = res.header('retry-after-ms');
+      throw new UpstreamStatusError(res.status, dec.decode(bytes), ms ? String(Number(ms) / 1000) : (res.header('retry-after') ?? undefined));
     }
+    d.clear();
     let used: Usage = {};
     try {
       used = spec.usageOfJson(JSON.parse(dec.decode(bytes)));
@@ -91,13 +76,22 @@ export async function forward(ctx: ActionContext<unknown>, r: Resolved, call: Ai
     }
     // An answer without usage: the input is estimated (meter.ts), the record says so.
     if (!used.input_tokens && !used.output_tokens) used = { input_tokens: Math.ceil(spec.inputBytes / BYTES_PER_TOKEN), estimated: true };
-    gw.waitUntil(call.finish('ok', used));
-    return new Response(bytes as Uint8Array<ArrayBuffer>, { status: res.status, headers: { 'content-type': res.header('content-type') ?? 'application/json' } });
+    const type = res.header('content-type') ?? 'application/json';
+    return () => {
+      // finished here, once routing is done, so the record's overhead is the response's
+      gw.waitUntil(call.finish('ok', used));
+      return new Response(bytes as Uint8Array<ArrayBuffer>, { status: res.status, headers: { 'content-type': type } });
+    };
   }
 
-  timing.upstreamMs += performance.now() - t0;
-  d.stopTimer();
+  // The first chunk is part of the attempt: an upstream that sends headers and then nothing
+  // (or breaks) before its first byte is still retried elsewhere.
   const it = res.body[Symbol.asyncIterator]();
+  let first = await it.next();
+  while (!first.done && first.value.length === 0) first = await it.next();
+  if (first.done) throw new UpstreamStatusError(502, 'the upstream ended the stream before its first event');
+  d.stopTimer();
+  let head: Uint8Array | null = first.value;
   const acc: Partial<Measured> = {};
   let sawUsage = false;
   let sawFinal = false;
@@ -142,6 +136,12 @@ export async function forward(ctx: ActionContext<unknown>, r: Resolved, call: Ai
   const body = new ReadableStream<Uint8Array>(
     {
       async pull(controller) {
+        if (head) {
+          scan(head, false);
+          controller.enqueue(head);
+          head = null;
+          return;
+        }
         let next: IteratorResult<Uint8Array>;
         try {
           next = await it.next();
@@ -175,8 +175,6 @@ export async function forward(ctx: ActionContext<unknown>, r: Resolved, call: Ai
     },
     { highWaterMark: 0 },
   );
-  return streamingResponse(body, {
-    status: 200,
-    headers: { 'content-type': res.header('content-type') ?? 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' },
-  });
+  const type = res.header('content-type') ?? 'text/event-stream; charset=utf-8';
+  return () => streamingResponse(body, { status: 200, headers: { 'content-type': type, 'cache-control': 'no-cache' } });
 }

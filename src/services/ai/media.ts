@@ -8,7 +8,7 @@ import type { ActionContext } from '../../kernel/service.ts';
 import { AiCall } from './meter.ts';
 import type { ModelDef } from './registry.ts';
 import { resolveModel, upstreamTimeoutMs } from './resolve.ts';
-import { route, type Target } from './routing/route.ts';
+import { routeCall, type Target } from './routing/route.ts';
 import { CLIENT_CLOSED } from './upstream-errors.ts';
 
 export const AUDIO_TYPES: Record<string, string> = {
@@ -32,17 +32,11 @@ export const ttsInput = z.object({
 
 /** Runs the call through routing (retries, fallbacks); a failure ends the call's meter record. */
 async function guarded<T>(ctx: ActionContext<unknown>, call: AiCall, model: ModelDef, operation: string, run: (t: Target, signal: AbortSignal) => Promise<T>): Promise<T> {
-  try {
-    return await route(ctx.gateway, { model, operation, signal: ctx.signal, timing: ctx.timing, observer: call }, async (t, d) => {
-      const out = await run(t, d.signal);
-      d.clear();
-      return out;
-    });
-  } catch (e) {
-    const code = (e as { code?: string }).code ?? 'internal_error';
-    await call.finish(code === CLIENT_CLOSED ? 'aborted' : 'error', {}, code);
-    throw e;
-  }
+  return routeCall(ctx, call, { model, operation }, async (t, d) => {
+    const out = await run(t, d.signal);
+    d.clear();
+    return out;
+  });
 }
 
 const cannot = (id: string, what: string) => new GatewayError(400, 'mode_not_supported', `The model '${id}' cannot ${what}.`, { param: 'model' });

@@ -4,7 +4,7 @@
 //
 // A model is known when the registry has it (code, citygate.config.ts, TEXTPROVIDER_MODELS)
 // or when an ai_upstreams row names it; a model only the table names is a chat model
-// (text, stream, compat) priced by the catalog (prices.ts).
+// (text, stream, compat, and the Responses and Messages APIs) priced by the catalog (prices.ts).
 import type { GatewayContext } from '../../kernel/context.ts';
 import { GatewayError, notFound } from '../../kernel/errors.ts';
 import type { Identity } from '../../kernel/identity.ts';
@@ -33,7 +33,7 @@ function tableModel(gw: GatewayContext, id: string): ModelDef | undefined {
   if (!cache) tableModels.set(gw, (cache = new Map()));
   let m = cache.get(id);
   if (!m) {
-    m = { id, name: id, description: 'Served by upstreams (ai/upstreams)', tags: ['chat'], meta: {}, modes: ['text', 'stream', 'compat'], provider: '', upstream: id };
+    m = { id, name: id, description: 'Served by upstreams (ai/upstreams)', tags: ['chat'], meta: {}, modes: ['text', 'stream', 'compat', 'responses', 'messages'], provider: '', upstream: id };
     if (cache.size > 10_000) cache.clear();
     cache.set(id, m);
   }

@@ -1,14 +1,19 @@
-// One AI SDK call behind a translated client API (the Messages and Responses APIs on upstreams
-// that do not speak them): the deadline, the upstream's errors as citygate's, and the
-// AiCall finished exactly once with the usage the upstream reported. The API modules only
-// write their own format.
+// One AI SDK attempt behind a translated client API (the Messages and Responses APIs on
+// upstreams that do not speak them), made inside routing (routing/route.ts: the deadline,
+// retries and fallbacks are its business): the upstream's errors thrown before the answer,
+// and the AiCall finished exactly once with the usage the upstream reported. The API modules
+// only write their own format.
 import { generateText, streamText, type LanguageModelUsage, type ModelMessage, type ToolSet } from 'ai';
 import { GatewayError } from '../../kernel/errors.ts';
 import { streamingResponse } from '../../kernel/http.ts';
 import type { ActionContext } from '../../kernel/service.ts';
 import { BYTES_PER_TOKEN, byteLength, estimateFromText, type AiCall, type Usage } from './meter.ts';
-import { upstreamTimeoutMs, type Resolved } from './resolve.ts';
-import { CLIENT_CLOSED, deadline, toGatewayError } from './upstream-errors.ts';
+import type { GatewayContext } from '../../kernel/context.ts';
+import type { NativeApi } from './providers/types.ts';
+import type { ModelDef } from './registry.ts';
+import { candidatesOf, nativeUrlOf, type Target } from './routing/route.ts';
+import type { Upstream } from './routing/upstreams.ts';
+import { CLIENT_CLOSED, toGatewayError, type Deadline } from './upstream-errors.ts';
 import { headParts } from './chat/translate.ts';
 
 export interface SdkRequest {
@@ -42,32 +47,47 @@ const reported = (u: LanguageModelUsage | undefined) => u?.inputTokens != null |
  */
 const estimate = (inputBytes: number, pieces: number): Used & Usage => ({ ...estimateFromText(inputBytes, 0), input_tokens: Math.ceil(inputBytes / BYTES_PER_TOKEN), output_tokens: pieces, cached_tokens: 0 });
 
-const settings = (r: Resolved, q: SdkRequest, signal: AbortSignal) => ({
-  model: r.adapter.languageModel(r.call, r.model.upstream),
+const settings = (t: Target, q: SdkRequest, signal: AbortSignal) => ({
+  model: t.adapter.languageModel(t.call, t.upstreamModel),
   ...q,
   allowSystemInMessages: true,
   maxRetries: 0, // retries are citygate's business, not the SDK's
   abortSignal: signal,
 });
 
-/** generateText with the call settled: its result, or a GatewayError thrown. */
-export async function sdkGenerate(ctx: ActionContext<unknown>, r: Resolved, call: AiCall, q: SdkRequest, inputBytes: number) {
-  const d = deadline(ctx.signal, upstreamTimeoutMs(ctx.gateway));
-  const t0 = performance.now();
-  try {
-    const res = await generateText(settings(r, q, d.signal) as Parameters<typeof generateText>[0]);
-    const u = res.totalUsage ?? res.usage;
-    const used: Used & Usage = reported(u) ? usedOf(u) : { ...estimate(inputBytes, 0), ...estimateFromText(inputBytes, byteLength(res.text)) } as Used & Usage;
+/**
+ * One generateText attempt: throws the upstream's failure (routing retries it), else returns
+ * what answers the client — `json` of the result — and settles the call when it is made.
+ */
+export async function sdkGenerate(call: AiCall, q: SdkRequest, inputBytes: number, t: Target, d: Deadline, json: (res: Awaited<ReturnType<typeof generateText>>, used: Used) => unknown) {
+  const res = await generateText(settings(t, q, d.signal) as Parameters<typeof generateText>[0]);
+  d.clear();
+  const u = res.totalUsage ?? res.usage;
+  const used: Used & Usage = reported(u) ? usedOf(u) : ({ ...estimate(inputBytes, 0), ...estimateFromText(inputBytes, byteLength(res.text)) } as Used & Usage);
+  return async () => {
     await call.finish('ok', used);
-    return { res, used };
-  } catch (e) {
-    const ge = toGatewayError(e, d);
-    await call.finish(ge.code === CLIENT_CLOSED ? 'aborted' : 'error', {}, ge.code);
-    throw ge;
-  } finally {
-    ctx.timing.upstreamMs += performance.now() - t0;
-    d.clear();
+    return Response.json(json(res, used));
+  };
+}
+
+/**
+ * Which of a model's upstreams serve a client API call: those that speak the API natively
+ * (forwarded), and — when the request translates onto the AI SDK — all the others. A request
+ * that cannot be translated is the translation's 400 when no upstream speaks the API, else it
+ * goes to those that do. Decided before any hold or upstream call.
+ */
+export function servingPlan(gw: GatewayContext, model: ModelDef, api: NativeApi, translate: () => SdkRequest) {
+  const all = candidatesOf(gw, model);
+  const native = all.filter((u) => nativeUrlOf(u, api) !== null);
+  let q: SdkRequest | null = null;
+  if (native.length < all.length) {
+    try {
+      q = translate();
+    } catch (e) {
+      if (!native.length) throw e;
+    }
   }
+  return { q, anyNative: native.length > 0, serves: (u: Upstream) => q !== null || nativeUrlOf(u, api) !== null };
 }
 
 /** How a client API writes a translated stream: SSE text for each moment. */
@@ -82,27 +102,16 @@ export interface StreamWriter {
 const enc = new TextEncoder();
 
 /**
- * streamText as a client API's event stream. The upstream's first real part is awaited before
- * answering, so a failing upstream gets its status code (502, 504, 400) rather than a 200
- * stream that carries an error. The call is settled once: by the upstream's usage at the end,
- * or as aborted / failed with what was reported so far.
+ * One streamText attempt as a client API's event stream. The upstream's first real part is
+ * awaited inside the attempt, so a failing upstream is retried elsewhere, or gets its status
+ * code (502, 504, 400), rather than a 200 stream that carries an error; after it nothing is
+ * retried. The call is settled once: by the upstream's usage at the end, or as aborted /
+ * failed with what was reported so far.
  */
-export async function sdkStream(ctx: ActionContext<unknown>, r: Resolved, call: AiCall, q: SdkRequest, inputBytes: number, w: StreamWriter): Promise<Response> {
-  const d = deadline(ctx.signal, upstreamTimeoutMs(ctx.gateway));
-  const t0 = performance.now();
-  const result = streamText(settings(r, q, d.signal) as Parameters<typeof streamText>[0]);
+export async function sdkStream(ctx: ActionContext<unknown>, call: AiCall, q: SdkRequest, inputBytes: number, w: StreamWriter, t: Target, d: Deadline): Promise<() => Response> {
+  const result = streamText(settings(t, q, d.signal) as Parameters<typeof streamText>[0]);
   const it = (result.fullStream as AsyncIterable<any>)[Symbol.asyncIterator]();
-  let head: any[];
-  try {
-    head = await headParts(it);
-  } catch (e) {
-    ctx.timing.upstreamMs += performance.now() - t0;
-    d.clear();
-    const ge = toGatewayError(e, d);
-    await call.finish(ge.code === CLIENT_CLOSED ? 'aborted' : 'error', {}, ge.code);
-    throw ge;
-  }
-  ctx.timing.upstreamMs += performance.now() - t0;
+  const head = await headParts(it);
   d.stopTimer();
 
   let used: Used | null = null;
@@ -182,5 +191,5 @@ export async function sdkStream(ctx: ActionContext<unknown>, r: Resolved, call: 
     },
     { highWaterMark: 0 },
   );
-  return streamingResponse(body, { status: 200, headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' } });
+  return () => streamingResponse(body, { status: 200, headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' } });
 }

@@ -9,7 +9,7 @@ import { sdkUsage, toModelMessages, usageReported } from './chat/translate.ts';
 import { AiCall, byteLength, estimateFromText, tokenBound } from './meter.ts';
 import { maxOutputOf } from './registry.ts';
 import { resolveModel } from './resolve.ts';
-import { route, type Target } from './routing/route.ts';
+import { routeCall, type Target } from './routing/route.ts';
 import { CLIENT_CLOSED, toGatewayError, type Deadline } from './upstream-errors.ts';
 
 export const textInput = z
@@ -72,13 +72,7 @@ type ModelMessages = Awaited<ReturnType<typeof modelMessages>>['messages'];
 
 /** Routing around one call; a failure ends the call's meter record. */
 async function routed<T>(ctx: ActionContext<TextInput>, p: Awaited<ReturnType<typeof prepare>>, attempt: (t: Target, d: Deadline) => Promise<T>): Promise<T> {
-  try {
-    return await route(ctx.gateway, { model: p.r.model, operation: 'chat', signal: ctx.signal, timing: ctx.timing, observer: p.call }, attempt);
-  } catch (e) {
-    const code = (e as { code?: string }).code ?? 'internal_error';
-    await p.call.finish(code === CLIENT_CLOSED ? 'aborted' : 'error', {}, code);
-    throw e;
-  }
+  return routeCall(ctx, p.call, { model: p.r.model, operation: 'chat' }, attempt);
 }
 
 export async function text(ctx: ActionContext<TextInput>) {

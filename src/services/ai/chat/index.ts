@@ -4,8 +4,7 @@
 import type { ActionContext } from '../../../kernel/service.ts';
 import { AiCall } from '../meter.ts';
 import { resolveModel } from '../resolve.ts';
-import { route } from '../routing/route.ts';
-import { CLIENT_CLOSED } from '../upstream-errors.ts';
+import { routeCall } from '../routing/route.ts';
 import { reservationFor, type ChatInput } from './input.ts';
 import { passthroughAttempt } from './passthrough.ts';
 import { translateAttempt } from './translate.ts';
@@ -18,16 +17,9 @@ export async function chatCompletions(ctx: ActionContext<ChatInput>): Promise<Re
   const raw = await ctx.rawBody();
   const call = AiCall.start(gw, ctx.identity, r.model, 'compat', ctx.requestId, ctx.timing);
   await call.reserve(reservationFor(input, r.model, raw.byteLength));
-  let respond: () => Response | Promise<Response>;
-  try {
-    respond = await route(gw, { model: r.model, operation: 'chat', signal: ctx.signal, timing: ctx.timing, observer: call }, (t, d) => {
-      const url = t.adapter.chatCompletionsUrl(t.provider);
-      return url ? passthroughAttempt(ctx, call, raw, t, url, d) : translateAttempt(ctx, call, raw, t, d);
-    });
-  } catch (e) {
-    const code = (e as { code?: string }).code ?? 'internal_error';
-    await call.finish(code === CLIENT_CLOSED ? 'aborted' : 'error', {}, code);
-    throw e;
-  }
+  const respond = await routeCall(ctx, call, { model: r.model, operation: 'chat' }, (t, d) => {
+    const url = t.adapter.chatCompletionsUrl(t.provider);
+    return url ? passthroughAttempt(ctx, call, raw, t, url, d) : translateAttempt(ctx, call, raw, t, d);
+  });
   return respond();
 }

@@ -1,14 +1,16 @@
 // POST /v1/ai/messages and /v1/ai/messages/count_tokens: the Anthropic Messages API (also at
-// /v1/ai/v1/messages…, where the Anthropic SDK and Claude Code send it). Forwarded to
-// Anthropic upstreams, translated through the AI SDK onto every other upstream.
+// /v1/ai/v1/messages…, where the Anthropic SDK and Claude Code send it). Routed like
+// chat/completions (retries, fallbacks, circuit breakers): each attempt forwards to an
+// Anthropic upstream, or translates through the AI SDK onto any other.
 import type { Measured } from '../../../kernel/metering.ts';
 import type { ActionContext } from '../../../kernel/service.ts';
-import { GatewayError } from '../../../kernel/errors.ts';
-import { forward, upstreamBody } from '../forward.ts';
+import { forwardAttempt, upstreamBody } from '../forward.ts';
 import { AiCall } from '../meter.ts';
-import { resolveModel, upstreamTimeoutMs } from '../resolve.ts';
-import { sdkGenerate, sdkStream } from '../sdk-call.ts';
-import { deadline, fromUpstreamStatus, toGatewayError } from '../upstream-errors.ts';
+import { resolveModel } from '../resolve.ts';
+import { candidatesOf, nativeUrlOf, route, routeCall, type Responder } from '../routing/route.ts';
+import type { Upstream } from '../routing/upstreams.ts';
+import { sdkGenerate, sdkStream, servingPlan } from '../sdk-call.ts';
+import { UpstreamStatusError } from '../upstream-errors.ts';
 import { anthropicErrorEvent } from './errors.ts';
 import { estimateTokens, sdkRequest, type CountTokensInput, type MessagesInput } from './input.ts';
 import { messageJson, messageStream } from './translate.ts';
@@ -38,63 +40,59 @@ function betaHeader(req: Request): Record<string, string> {
 export async function messages(ctx: ActionContext<MessagesInput>): Promise<Response> {
   const { input, gateway: gw } = ctx;
   const r = await resolveModel(gw, ctx.identity, input.model, 'messages');
-  const url = r.adapter.nativeUrl?.(r.provider, 'messages') ?? null;
   const raw = await ctx.rawBody();
-  const q = url ? null : sdkRequest(input); // a request that cannot be translated is a 400 before any hold
-  const call = AiCall.start(gw, ctx.identity, r.model, 'messages', ctx.requestId);
-  // Claude Code asks for up to 32000 tokens: another model gets at most what it can write.
-  const maxOut = url ? input.max_tokens : Math.min(input.max_tokens, r.model.maxOutputTokens ?? input.max_tokens);
-  if (q) q.maxOutputTokens = maxOut;
-  await call.reserve({ input_tokens: raw.byteLength, output_tokens: maxOut });
+  const plan = servingPlan(gw, r.model, 'messages', () => sdkRequest(input)); // an untranslatable request is a 400 before any hold
+  const call = AiCall.start(gw, ctx.identity, r.model, 'messages', ctx.requestId, ctx.timing);
+  // Claude Code asks for up to 32000 tokens: a translated model gets at most what it can write.
+  const translatedMax = Math.min(input.max_tokens, r.model.maxOutputTokens ?? input.max_tokens);
+  if (plan.q) plan.q.maxOutputTokens = translatedMax;
+  await call.reserve({ input_tokens: raw.byteLength, output_tokens: plan.anyNative ? input.max_tokens : translatedMax });
   const stream = input.stream === true;
-
-  if (url) {
-    return forward(ctx as ActionContext<unknown>, r, call, {
-      url,
-      body: upstreamBody(input, raw, r.model.upstream),
-      stream,
-      headers: betaHeader(ctx.request),
-      inputBytes: raw.byteLength,
-      usageOfJson: (j) => measuredOf(j?.usage),
-      usageEvents: {
-        message_start: (d, acc) => void measuredOf(d?.message?.usage, acc),
-        message_delta: (d, acc) => void measuredOf(d?.usage, acc),
-      },
-      finalEvents: ['message_delta'],
-      errorEvent: anthropicErrorEvent,
-    });
-  }
-
   const id = `msg_${ctx.requestId}`;
-  if (stream) return sdkStream(ctx as ActionContext<unknown>, r, call, q!, raw.byteLength, messageStream(id, input.model));
-  const { res, used } = await sdkGenerate(ctx as ActionContext<unknown>, r, call, q!, raw.byteLength);
-  return Response.json(messageJson(id, input.model, res, used));
+
+  const respond = await routeCall(ctx, call, { model: r.model, operation: 'chat', serves: plan.serves }, (t, d): Promise<Responder> => {
+    const url = nativeUrlOf(t.upstream, 'messages');
+    if (url) {
+      return forwardAttempt(ctx as ActionContext<unknown>, call, t, d, {
+        url,
+        body: upstreamBody(input, raw, t.upstreamModel),
+        stream,
+        headers: betaHeader(ctx.request),
+        inputBytes: raw.byteLength,
+        usageOfJson: (j) => measuredOf(j?.usage),
+        usageEvents: {
+          message_start: (d, acc) => void measuredOf(d?.message?.usage, acc),
+          message_delta: (d, acc) => void measuredOf(d?.usage, acc),
+        },
+        finalEvents: ['message_delta'],
+        errorEvent: anthropicErrorEvent,
+      });
+    }
+    if (stream) return sdkStream(ctx as ActionContext<unknown>, call, plan.q!, raw.byteLength, messageStream(id, input.model), t, d);
+    return sdkGenerate(call, plan.q!, raw.byteLength, t, d, (res, used) => messageJson(id, input.model, res, used));
+  });
+  return respond();
 }
 
-/** Free, like Anthropic's: native upstreams count exactly, the others get an estimate. */
+/** Free, like Anthropic's, and routed like the rest: native upstreams count exactly, else an estimate. */
 export async function countTokens(ctx: ActionContext<CountTokensInput>): Promise<Response> {
   const { input, gateway: gw } = ctx;
   const r = await resolveModel(gw, ctx.identity, input.model, 'messages');
-  const url = r.adapter.nativeUrl?.(r.provider, 'messages/count_tokens') ?? null;
-  if (!url) return Response.json({ input_tokens: estimateTokens(input) });
+  const serves = (u: Upstream) => nativeUrlOf(u, 'messages/count_tokens') !== null;
+  if (!candidatesOf(gw, r.model).some(serves)) return Response.json({ input_tokens: estimateTokens(input) });
   const raw = await ctx.rawBody();
-  const d = deadline(ctx.signal, upstreamTimeoutMs(gw));
-  const t0 = performance.now();
-  try {
+  const text = await route(gw, { model: r.model, operation: 'count_tokens', signal: ctx.signal, timing: ctx.timing, serves }, async (t, d) => {
     const res = await gw.http.request({
       method: 'POST',
-      url,
-      headers: { 'content-type': 'application/json', ...betaHeader(ctx.request), ...r.adapter.authHeaders(r.provider) },
-      body: upstreamBody(input, raw, r.model.upstream),
+      url: nativeUrlOf(t.upstream, 'messages/count_tokens')!,
+      headers: { 'content-type': 'application/json', ...betaHeader(ctx.request), ...t.adapter.authHeaders(t.provider) },
+      body: upstreamBody(input, raw, t.upstreamModel),
       signal: d.signal,
     });
-    const text = await res.text();
-    if (res.status >= 400) throw fromUpstreamStatus(res.status, text);
-    return new Response(text, { headers: { 'content-type': 'application/json' } });
-  } catch (e) {
-    throw e instanceof GatewayError ? e : toGatewayError(e, d);
-  } finally {
-    ctx.timing.upstreamMs += performance.now() - t0;
+    const body = await res.text();
     d.clear();
-  }
+    if (res.status >= 400) throw new UpstreamStatusError(res.status, body, res.header('retry-after') ?? undefined);
+    return body;
+  });
+  return new Response(text, { headers: { 'content-type': 'application/json' } });
 }

@@ -4,7 +4,8 @@
 // the target, retries, keeps the circuit breakers and the metrics.
 //
 //   candidates: the enabled upstreams that serve the model (its env slot when its key is set,
-//               and every ai_upstreams row naming it), minus those cooling down;
+//               and every ai_upstreams row naming it) and can serve this request (an
+//               endpoint's `serves`, e.g. embeddings: those that embed), minus those cooling down;
 //   order:      lowest priority first; within a priority, a weighted random pick; upstreams not
 //               yet tried in this call before a second try of one;
 //   retry:      after a connection error, a timeout before the first byte, a 429 or a 5xx (and
@@ -19,7 +20,7 @@ import { GatewayError } from '../../../kernel/errors.ts';
 import type { RequestTiming } from '../../../kernel/service.ts';
 import { metrics } from '../../../kernel/metrics.ts';
 import { adapters } from '../providers/index.ts';
-import type { ProviderAdapter, ProviderCall } from '../providers/types.ts';
+import type { NativeApi, ProviderAdapter, ProviderCall } from '../providers/types.ts';
 import type { ModelDef, ResolvedProvider } from '../registry.ts';
 import { upstreamTimeoutMs } from '../resolve.ts';
 import { registryOf } from '../state.ts';
@@ -65,6 +66,11 @@ export function targetOf(gw: GatewayContext, u: Upstream, model: ModelDef): Targ
     call: { provider, http: gw.http },
     timeoutMs: u.timeoutMs ?? upstreamTimeoutMs(gw),
   };
+}
+
+/** The upstream's own endpoint for a client API it speaks natively (forwarded, not translated), or null. */
+export function nativeUrlOf(u: Upstream, api: NativeApi): string | null {
+  return adapters[u.kind].nativeUrl?.({ slot: u.slot, apiKey: u.apiKey, baseUrl: u.baseUrl }, api) ?? null;
 }
 
 function num(gw: GatewayContext, key: string, dflt: number, min: number, max: number): number {
@@ -115,6 +121,8 @@ export interface RouteOptions {
   signal: AbortSignal;
   timing?: RequestTiming;
   observer?: RouteObserver;
+  /** Which upstreams can serve this request (e.g. only those that speak an API natively); default all. */
+  serves?: (u: Upstream) => boolean;
 }
 
 /**
@@ -124,7 +132,7 @@ export interface RouteOptions {
  * last attempt's GatewayError when every attempt failed, or 503 when every upstream cools down.
  */
 export async function route<T>(gw: GatewayContext, o: RouteOptions, attempt: (t: Target, d: Deadline) => Promise<T>): Promise<T> {
-  const all = candidatesOf(gw, o.model);
+  const all = o.serves ? candidatesOf(gw, o.model).filter(o.serves) : candidatesOf(gw, o.model);
   const h = healthOf(gw);
   const m = metrics();
   const max = maxAttempts(gw);
@@ -201,6 +209,34 @@ export async function route<T>(gw: GatewayContext, o: RouteOptions, attempt: (t:
   throw new GatewayError(503, 'upstreams_cooling_down', `Every upstream of '${o.model.id}' is cooling down after failures; try again in ${secs} s.`, {
     headers: { 'retry-after': String(secs) },
   });
+}
+
+/** What an endpoint's attempt returns: makes the client's response (and settles the call) once routing is done. */
+export type Responder = () => Response | Promise<Response>;
+
+/** A metered call: routing reports to it, and a call that fails on every upstream ends its record. */
+export interface RoutedCall extends RouteObserver {
+  finish(status: 'error' | 'aborted', used: object, errorCode: string): Promise<void>;
+}
+
+/**
+ * route() for an endpoint's metered call (every AI endpoint goes through here): the call learns
+ * the upstream and attempt count, and when no attempt succeeds it is finished once as failed
+ * (nothing charged, the hold released) before the error goes to the client.
+ */
+export async function routeCall<T>(
+  ctx: { gateway: GatewayContext; signal: AbortSignal; timing?: RequestTiming },
+  call: RoutedCall,
+  o: Omit<RouteOptions, 'signal' | 'timing' | 'observer'>,
+  attempt: (t: Target, d: Deadline) => Promise<T>,
+): Promise<T> {
+  try {
+    return await route(ctx.gateway, { ...o, signal: ctx.signal, timing: ctx.timing, observer: call }, attempt);
+  } catch (e) {
+    const code = (e as { code?: string }).code ?? 'internal_error';
+    await call.finish(code === CLIENT_CLOSED ? 'aborted' : 'error', {}, code);
+    throw e;
+  }
 }
 
 async function timed(o: RouteOptions, f: () => Promise<void>): Promise<void> {

@@ -3,12 +3,17 @@
 // snapshot at once; other processes and isolates reload it when it is older than
 // UPSTREAMS_TTL_MS (2 s), so a change reaches every process within about 2 s plus one query.
 //
+// API keys are stored sealed under the master key (secrets at rest, like the env table's
+// secrets; label upstreamKeyLabel(id)) and opened when the snapshot loads: the hot path reads
+// the clear key from memory, the database never holds it in clear.
+//
 // The env slots (TEXTPROVIDER_*, OPENAI_*, ANTHROPIC_*, GOOGLE_*, and slots of
 // citygate.config.ts) are upstreams too: built-in ones, derived from the registry and the env
 // on every use, listed but not editable (change them with env/upsert).
 import { z } from 'zod';
 import type { GatewayContext } from '../../../kernel/context.ts';
 import { randomToken } from '../../../kernel/crypto.ts';
+import { isSealed, upstreamKeyLabel } from '../../../kernel/secrets.ts';
 import type { AiUpstreamsTable } from '../../../db/schema.ts';
 import type { ModelDef, ProviderKind, ProviderSlot } from '../registry.ts';
 import type { RuntimeEnv } from '../../../kernel/runtime-env.ts';
@@ -113,7 +118,8 @@ function modelsMap(refs: ModelRef[]): Map<string, string> {
   return m;
 }
 
-function fromRow(r: AiUpstreamsTable): Upstream {
+/** An upstream from its row; `apiKey` is the row's key opened (the row holds it sealed). */
+function fromRow(r: AiUpstreamsTable, apiKey: string): Upstream {
   let refs: ModelRef[] = [];
   try {
     refs = JSON.parse(r.models) as ModelRef[];
@@ -127,7 +133,7 @@ function fromRow(r: AiUpstreamsTable): Upstream {
     name: r.name,
     kind,
     baseUrl,
-    apiKey: r.api_key ?? '',
+    apiKey,
     models: modelsMap(refs),
     weight: Number(r.weight),
     priority: Number(r.priority),
@@ -169,9 +175,39 @@ export class UpstreamTable {
   #byModel = new Map<string, Upstream[]>();
   #loadedAt = 0;
   #loading: Promise<void> | null = null;
+  /** Opened keys by row and sealed form, so a refresh (every 2 s) decrypts only what changed. */
+  #opened = new Map<string, string>();
 
   constructor(gw: GatewayContext) {
     this.gw = gw;
+  }
+
+  /** What the row stores for a key: sealed when there is a master key. */
+  async #seal(id: string, key: string | null): Promise<string | null> {
+    const box = this.gw.env.secrets;
+    if (!key || !box) return key;
+    const sealed = await box.seal(key, upstreamKeyLabel(id));
+    this.#opened.set(`${id}:${sealed}`, key);
+    return sealed;
+  }
+
+  /** The clear key of a row ('' when it has none, or when a sealed key does not open). */
+  async #open(id: string, stored: string | null): Promise<string> {
+    if (!stored) return '';
+    if (!isSealed(stored)) return stored; // no master key (or sealed at the next boot)
+    // Keyed by row too: a sealed key copied into another row must not open there from the cache.
+    const hit = this.#opened.get(`${id}:${stored}`);
+    if (hit !== undefined) return hit;
+    const box = this.gw.env.secrets;
+    if (!box) return '';
+    try {
+      const key = await box.open(stored, upstreamKeyLabel(id));
+      if (this.#opened.size > 10_000) this.#opened.clear();
+      this.#opened.set(`${id}:${stored}`, key);
+      return key;
+    } catch {
+      return ''; // damaged, or moved to another row: as if unset (the boot check catches a wrong master key)
+    }
   }
 
   get rows(): readonly Upstream[] {
@@ -196,7 +232,7 @@ export class UpstreamTable {
     this.#loading ??= (async () => {
       try {
         const rows = await this.gw.db.kysely.selectFrom('ai_upstreams').selectAll().orderBy('created_at').execute();
-        this.#set(rows.map(fromRow));
+        this.#set(await Promise.all(rows.map(async (r) => fromRow(r, await this.#open(r.upstream_id, r.api_key)))));
       } finally {
         this.#loading = null;
       }
@@ -221,12 +257,13 @@ export class UpstreamTable {
     const t = Date.now();
     const baseUrl = input.base_url ?? defaultBaseUrl(input.kind);
     if (!baseUrl) throw Object.assign(new Error('base_url'), { field: 'base_url' });
+    const id = `ups_${randomToken(9)}`;
     const row: AiUpstreamsTable = {
-      upstream_id: `ups_${randomToken(9)}`,
+      upstream_id: id,
       name: input.name,
       kind: input.kind,
       base_url: baseUrl,
-      api_key: input.api_key ?? null,
+      api_key: await this.#seal(id, input.api_key ?? null),
       models: JSON.stringify(input.models),
       weight: input.weight,
       priority: input.priority,
@@ -237,7 +274,7 @@ export class UpstreamTable {
     };
     await this.gw.db.kysely.insertInto('ai_upstreams').values(row).execute();
     await this.refresh();
-    return fromRow(row);
+    return fromRow(row, input.api_key ?? '');
   }
 
   /** Applies the given fields; undefined when there is no such upstream. */
@@ -246,7 +283,7 @@ export class UpstreamTable {
     if (input.name !== undefined) set.name = input.name;
     if (input.kind !== undefined) set.kind = input.kind;
     if (input.base_url !== undefined) set.base_url = input.base_url;
-    if (input.api_key !== undefined) set.api_key = input.api_key;
+    if (input.api_key !== undefined) set.api_key = await this.#seal(input.upstream_id, input.api_key);
     if (input.models !== undefined) set.models = JSON.stringify(input.models);
     if (input.weight !== undefined) set.weight = input.weight;
     if (input.priority !== undefined) set.priority = input.priority;
