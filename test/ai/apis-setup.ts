@@ -90,7 +90,7 @@ export async function startApiWorld(): Promise<ApiWorld> {
     owner: (t) => owners.get(t)!,
     balance: async (t) => (await client(gw.url, t).get('/v1/balance/me')).body.credits as number,
     async records(t, want) {
-      const end = Date.now() + 5000;
+      const end = Date.now() + 30_000; // generous: only a missing record waits this long
       for (;;) {
         const r = await client(gw.url, t).get('/v1/usage/me');
         if (r.body.items?.length >= want || Date.now() > end) return r.body.items;
@@ -99,7 +99,7 @@ export async function startApiWorld(): Promise<ApiWorld> {
     },
     async balanceBecomes(t, want) {
       let b = await w.balance(t);
-      for (const end = Date.now() + 5000; b !== want && Date.now() < end; b = await w.balance(t)) await new Promise((res) => setTimeout(res, 20));
+      for (const end = Date.now() + 30_000; b !== want && Date.now() < end; b = await w.balance(t)) await new Promise((res) => setTimeout(res, 20));
       return b;
     },
     async close() {

@@ -332,4 +332,18 @@ describe('media money', () => {
     assert.equal(upstreamCalls('/v1/audio/transcriptions'), before, 'the upstream was not called');
     assert.equal(await poor.balance(), 6399);
   });
+  test('asr without a duration from the upstream: charged the documented estimate (1 s per 16,000 bytes), marked estimated', async () => {
+    await openaiKey();
+    const audio = Buffer.from(new Uint8Array(64_000).fill(7)).toString('base64');
+    const p = await userWith('estimated-listener', 10_000);
+    const calls = upstreamCalls('/v1/audio/transcriptions');
+    const r = await p.u.post('/v1/ai/asr', { model: 'asr-no-duration', audio });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.body.text, 'stub transcript of 64000 bytes');
+    assert.equal(r.body.duration_seconds, undefined, 'the upstream reported no duration');
+    assert.equal(upstreamCalls('/v1/audio/transcriptions'), calls + 1);
+    // 64,000 bytes / 16,000 = 4 s at 100 credits a second (the hold was 64 s)
+    const [rec] = (await chargedOnce(w.gw.url, p.token, 10_000, 400, { records: 1 })).records;
+    assert.deepEqual([rec.mode, rec.status, rec.estimated, rec.seconds, rec.credits], ['asr', 'ok', true, 4, 400]);
+  });
 });

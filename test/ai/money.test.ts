@@ -139,7 +139,8 @@ describe('an upstream that reports no usage', () => {
   // prompt "one two" → reply "Hello from stub: one two" (no usage reported by stub-no-usage)
   const REPLY = 'Hello from stub: one two';
   before(async () => {
-    const r = await w.admin.post('/v1/env/upsert', { key: 'MODEL_PRICES', value: JSON.stringify({ 'stub-no-usage': { input_per_mtok: 1_000_000, output_per_mtok: 2_000_000 } }) });
+    const price = { input_per_mtok: 1_000_000, output_per_mtok: 2_000_000 };
+    const r = await w.admin.post('/v1/env/upsert', { key: 'MODEL_PRICES', value: JSON.stringify({ 'stub-no-usage': price, 'translated-no-usage': price }) });
     assert.equal(r.status, 200);
   });
 
@@ -178,6 +179,49 @@ describe('an upstream that reports no usage', () => {
     const want = est(bytes(JSON.stringify(body))) + 2 * est(bytes(REPLY));
     const [rec] = (await chargedOnce(w.gw.url, t, b0, want, { records: 1 })).records;
     assert.deepEqual([rec.status, rec.estimated, rec.credits], ['ok', true, want]);
+  });
+
+  // translated-no-usage: an upstream served through the AI SDK translation (chat/translate.ts),
+  // not relayed as is, whose answers carry no usage.
+  const translatedCalls = () => w.stub.requests.filter((r) => r.path === '/v1/chat/completions' && (r.body as any)?.model === 'stub-no-usage').length;
+
+  test('translated chat (AI SDK) without usage is charged the estimate: request bytes / 4 in, reply bytes / 4 out', async () => {
+    const t = await tokenFor(w.admin, 'money-10', 'estimated');
+    const b0 = await balance(t);
+    const calls = translatedCalls();
+    const body = { model: 'translated-no-usage', messages: [{ role: 'user', content: 'one two' }] };
+    const r = await client(w.gw.url, t).post('/v1/ai/chat/completions', body);
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.body.object, 'chat.completion');
+    assert.equal(r.body.choices[0].message.content, REPLY);
+    assert.equal(translatedCalls(), calls + 1, 'answered by the upstream through the translation');
+    assert.equal(r.body.usage, undefined, 'the upstream reported none: no usage shown (not zeros)');
+    const input = est(bytes(JSON.stringify(body)));
+    const output = est(bytes(REPLY));
+    const want = input + 2 * output;
+    const [rec] = (await chargedOnce(w.gw.url, t, b0, want, { records: 1 })).records; // the balance dropped by exactly the estimate
+    assert.deepEqual([rec.status, rec.estimated, rec.input_tokens, rec.output_tokens, rec.credits], ['ok', true, input, output, want]);
+  });
+
+  test('a translated stream (AI SDK) that ends without usage is charged the estimate of the text relayed', async () => {
+    const t = await tokenFor(w.admin, 'money-11', 'estimated');
+    const b0 = await balance(t);
+    const body = { model: 'translated-no-usage', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content: 'one two' }] };
+    const r = await client(w.gw.url, t).post('/v1/ai/chat/completions', body);
+    assert.equal(r.status, 200);
+    const relayed = r.text
+      .split('\n')
+      .filter((l) => l.startsWith('data: {'))
+      .map((l) => JSON.parse(l.slice(6)).choices?.[0]?.delta?.content ?? '')
+      .join('');
+    assert.equal(relayed, REPLY, 'the whole reply was relayed');
+    assert.doesNotMatch(r.text, /"usage"/, 'the upstream reported none: no usage event (not zeros)');
+    assert.match(r.text, /data: \[DONE\]/);
+    const input = est(bytes(JSON.stringify(body)));
+    const output = est(bytes(REPLY));
+    const want = input + 2 * output;
+    const [rec] = (await chargedOnce(w.gw.url, t, b0, want, { records: 1 })).records; // the balance dropped by exactly the estimate
+    assert.deepEqual([rec.status, rec.estimated, rec.input_tokens, rec.output_tokens, rec.credits], ['ok', true, input, output, want]);
   });
 
   test('a call whose upstream reports usage is not marked estimated', async () => {

@@ -27,6 +27,8 @@ export default {
       { id: 'stub-video', name: 'Stub video', provider: 'openai', upstream: 'sora-2', modes: ['video'], prices: { per_second: 100000 } },
       { id: 'failing-video', name: 'Failing video', provider: 'openai', upstream: 'stub-video-fail', modes: ['video'] },
       { id: 'translated', name: 'Translated chat', provider: 'stubcompat', upstream: 'stub-model', modes: ['text', 'stream', 'compat'] },
+      { id: 'translated-no-usage', name: 'Translated chat, no usage', provider: 'stubcompat', upstream: 'stub-no-usage', modes: ['text', 'stream', 'compat'] },
+      { id: 'asr-no-duration', name: 'Transcription without a duration', provider: 'openai', upstream: 'stub-no-duration', modes: ['asr'], prices: { per_second: 100 } },
       { id: 'unreachable', name: 'Nobody home', provider: 'deadend', upstream: 'stub-model', modes: ['text', 'stream', 'compat'] },
     ],
     providers: [

@@ -6,10 +6,12 @@ import { after, before, describe, test } from 'node:test';
 import { call, client, errorOf } from '../helpers/http.ts';
 import { startWorker, type TestWorker } from '../helpers/worker.ts';
 import { startOpenAIStub, type OpenAIStub } from '../stubs/openai.ts';
+import { startCreemStub, type CreemStub } from '../stubs/creem.ts';
 import { startStripeStub, type StripeStub } from '../stubs/stripe.ts';
 import { until } from '../helpers/wait.ts';
 
 const STRIPE_WHSEC = 'whsec_citygate_edge';
+const CREEM_WHSEC = 'creem_whsec_citygate_edge';
 // A flat 1000 credits per call: the reservation equals the charge, so "covers N calls" is exact.
 const PRICES = { 'stub-model': { per_request: 1000 }, 'stub-no-usage': { input_per_mtok: 1_000_000, output_per_mtok: 2_000_000 } };
 
@@ -18,12 +20,14 @@ type Client = ReturnType<typeof client>;
 
 let stub: OpenAIStub;
 let stripe: StripeStub;
+let creem: CreemStub;
 let w: TestWorker;
 let admin: Client;
 
 before(async () => {
   stub = await startOpenAIStub();
   stripe = await startStripeStub({ webhookSecret: STRIPE_WHSEC });
+  creem = await startCreemStub({ webhookSecret: CREEM_WHSEC, products: [{ id: 'prod_credits', price: 500, currency: 'USD', name: '5 USD of credits' }] });
   w = await startWorker({
     vars: {
       TEXTPROVIDER_API_KEY: 'sk-stub',
@@ -33,6 +37,10 @@ before(async () => {
       PAYMENT_A_SECRET_KEY: stripe.apiKey,
       PAYMENT_A_WEBHOOK_SECRET: STRIPE_WHSEC,
       PAYMENT_A_API_BASE: stripe.origin,
+      PAYMENT_B_API_KEY: creem.apiKey,
+      PAYMENT_B_PRODUCT_ID: 'prod_credits',
+      PAYMENT_B_WEBHOOK_SECRET: CREEM_WHSEC,
+      PAYMENT_B_API_BASE: creem.baseUrl,
       // On Node records would wait up to a minute for their batch (or a graceful stop). A Worker
       // never stops, so it writes them right after each request whatever this says.
       USAGE_FLUSH_MS: '60000',
@@ -46,6 +54,7 @@ after(async () => {
   await w?.stop();
   await stub?.close();
   await stripe?.close();
+  await creem?.close();
 });
 
 let n = 0;
@@ -259,5 +268,26 @@ describe('balance, payment and usage in workerd on D1', () => {
     assert.equal((await u.c.get('/v1/balance/me')).body.credits, 1_500_000);
     const p = (await admin.get('/v1/payment/payments?city_id=edge-underpaid')).body.items.find((x: { payment_id: string }) => x.payment_id === r.body.payment_id);
     assert.deepEqual([p.status, p.amount, p.amount_paid, p.credited, p.shortfall], ['paid', 200, 150, 1_500_000, 50]);
+  });
+  test('an underpaid Creem checkout (discount code) is credited pro rata, once, as on Node; the admin sees the shortfall', async () => {
+    creem.setWebhook(`${w.url}/v1/payment/webhook/b`); // the Worker may have been restarted on a new port
+    const u = await user('edge-underpaid-b');
+    const r = await u.c.post('/v1/payment/checkout', { method: 'b', credits: 5_000_000 });
+    assert.equal(r.status, 200, r.text);
+    assert.deepEqual([r.body.units, r.body.amount], [1, 500]);
+    const checkout = [...creem.checkouts.values()].at(-1)!;
+    const event = creem.completeCheckout(checkout.id, {}, { discount: 100 }); // 4.00 of 5.00 paid
+    const d = await creem.deliverWebhook(event);
+    assert.equal(d.status, 200, d.body);
+    assert.equal(JSON.parse(d.body).outcome, 'credited');
+    assert.equal((await u.c.get('/v1/balance/me')).body.credits, 4_000_000, '⌊5,000,000 × 400 / 500⌋');
+    const again = await creem.deliverWebhook(event);
+    assert.equal(JSON.parse(again.body).outcome, 'already_paid');
+    assert.equal((await u.c.get('/v1/balance/me')).body.credits, 4_000_000);
+    const p = (await admin.get('/v1/payment/payments?city_id=edge-underpaid-b')).body.items.find((x: { payment_id: string }) => x.payment_id === r.body.payment_id);
+    assert.deepEqual([p.status, p.credits, p.amount, p.amount_paid, p.credited, p.shortfall], ['paid', 5_000_000, 500, 400, 4_000_000, 100]);
+    const b = await books('edge-underpaid-b', u.id);
+    assert.deepEqual(b.ledger.map((e) => [e.kind, e.credits]), [['topup', 4_000_000]]);
+    assert.equal(b.ledgerSum, b.balance);
   });
 });

@@ -5,15 +5,14 @@
 // Both providers: Stripe (stub) and Creem (stub), events signed with the webhook secrets.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { startGateway, type TestGateway } from '../helpers/gateway.ts';
-import { call, client, errorOf } from '../helpers/http.ts';
-import { signCreemPayload, startCreemStub, type CreemStub } from '../stubs/creem.ts';
-import { signStripePayload, startStripeStub, type StripeStub } from '../stubs/stripe.ts';
+import type { TestGateway } from '../helpers/gateway.ts';
+import { client, errorOf } from '../helpers/http.ts';
+import type { CreemStub } from '../stubs/creem.ts';
+import type { StripeStub } from '../stubs/stripe.ts';
+import { creditsOf, signedCreem as signedCreemTo, signedStripe as signedStripeTo, startPaymentWorld, type PaymentWorld } from './payment-setup.ts';
 import { assertBooksBalance, cityWithUser, rows, type Client } from './setup.ts';
 
-const STRIPE_WHSEC = 'whsec_guards_test';
-const CREEM_WHSEC = 'creem_whsec_guards';
-
+let world: PaymentWorld;
 let stripe: StripeStub;
 let creem: CreemStub;
 let gw: TestGateway;
@@ -21,41 +20,17 @@ let admin: Client;
 let alice: Client;
 
 before(async () => {
-  stripe = await startStripeStub({ webhookSecret: STRIPE_WHSEC });
-  creem = await startCreemStub({ webhookSecret: CREEM_WHSEC, products: [{ id: 'prod_credits', price: 500, currency: 'USD', name: '5 USD of credits' }] });
-  gw = await startGateway({
-    env: {
-      PAYMENT_A_SECRET_KEY: stripe.apiKey,
-      PAYMENT_A_WEBHOOK_SECRET: STRIPE_WHSEC,
-      PAYMENT_A_API_BASE: stripe.origin,
-      PAYMENT_B_API_KEY: creem.apiKey,
-      PAYMENT_B_PRODUCT_ID: 'prod_credits',
-      PAYMENT_B_WEBHOOK_SECRET: CREEM_WHSEC,
-      PAYMENT_B_API_BASE: creem.baseUrl,
-    },
-  });
-  admin = client(gw.url, gw.adminKey);
+  world = await startPaymentWorld();
+  ({ stripe, creem, gw, admin } = world);
   alice = client(gw.url, await cityWithUser(admin, 'guard-a', 'alice'));
-  stripe.setWebhook(`${gw.url}/v1/payment/webhook/a`);
-  creem.setWebhook(`${gw.url}/v1/payment/webhook/b`);
 });
-after(async () => {
-  await gw?.stop();
-  await stripe?.close();
-  await creem?.close();
-});
+after(() => world?.close());
 
-const credits = async () => (await alice.get('/v1/balance/me')).body.credits as number;
+const credits = () => creditsOf(alice);
 const adminView = async (paymentId: string) =>
   (await admin.get('/v1/payment/payments?city_id=guard-a&limit=200')).body.items.find((p: { payment_id: string }) => p.payment_id === paymentId);
-const signedStripe = (event: unknown) => {
-  const raw = JSON.stringify(event);
-  return call(gw.url, 'POST', '/v1/payment/webhook/a', { raw, headers: { 'content-type': 'application/json', 'stripe-signature': signStripePayload(raw, STRIPE_WHSEC) } });
-};
-const signedCreem = (event: unknown) => {
-  const raw = JSON.stringify(event);
-  return call(gw.url, 'POST', '/v1/payment/webhook/b', { raw, headers: { 'content-type': 'application/json', 'creem-signature': signCreemPayload(raw, CREEM_WHSEC) } });
-};
+const signedStripe = (event: unknown) => signedStripeTo(gw, event);
+const signedCreem = (event: unknown) => signedCreemTo(gw, event);
 const topups = async (paymentId: string) =>
   (await rows<{ credits: number }>(gw, `SELECT credits FROM ledger WHERE kind = 'topup' AND ref = ?`, [paymentId])).map((r) => r.credits);
 

@@ -2,15 +2,14 @@
 // stubs themselves (or replayed and forged by the test).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { startGateway, type TestGateway } from '../helpers/gateway.ts';
+import type { TestGateway } from '../helpers/gateway.ts';
 import { call, client, errorOf } from '../helpers/http.ts';
-import { signCreemPayload, startCreemStub, type CreemStub } from '../stubs/creem.ts';
-import { signStripePayload, startStripeStub, type StripeStub } from '../stubs/stripe.ts';
+import { signCreemPayload, type CreemStub } from '../stubs/creem.ts';
+import { signStripePayload, type StripeStub } from '../stubs/stripe.ts';
+import { CREEM_WHSEC, creditsOf as credits, postWebhook, startPaymentWorld, STRIPE_WHSEC, type PaymentWorld } from './payment-setup.ts';
 import { assertBooksBalance, cityWithUser, row, type Client } from './setup.ts';
 
-const STRIPE_WHSEC = 'whsec_citygate_test';
-const CREEM_WHSEC = 'creem_whsec_citygate';
-
+let world: PaymentWorld;
 let stripe: StripeStub;
 let creem: CreemStub;
 let gw: TestGateway;
@@ -19,34 +18,14 @@ let alice: Client;
 let bob: Client; // another city
 
 before(async () => {
-  stripe = await startStripeStub({ webhookSecret: STRIPE_WHSEC });
-  creem = await startCreemStub({ webhookSecret: CREEM_WHSEC, products: [{ id: 'prod_credits', price: 500, currency: 'USD', name: '5 USD of credits' }] });
-  gw = await startGateway({
-    env: {
-      PAYMENT_A_SECRET_KEY: stripe.apiKey,
-      PAYMENT_A_WEBHOOK_SECRET: STRIPE_WHSEC,
-      PAYMENT_A_API_BASE: stripe.origin,
-      PAYMENT_B_API_KEY: creem.apiKey,
-      PAYMENT_B_PRODUCT_ID: 'prod_credits',
-      PAYMENT_B_WEBHOOK_SECRET: CREEM_WHSEC,
-      PAYMENT_B_API_BASE: creem.baseUrl,
-      GATEWAY_CITY_BASE_URL: 'https://pay.city.example',
-    },
-  });
-  admin = client(gw.url, gw.adminKey);
+  world = await startPaymentWorld({ GATEWAY_CITY_BASE_URL: 'https://pay.city.example' });
+  ({ stripe, creem, gw, admin } = world);
   alice = client(gw.url, await cityWithUser(admin, 'pay-a', 'alice'));
   bob = client(gw.url, await cityWithUser(admin, 'pay-b', 'bob'));
-  stripe.setWebhook(`${gw.url}/v1/payment/webhook/a`);
-  creem.setWebhook(`${gw.url}/v1/payment/webhook/b`);
 });
-after(async () => {
-  await gw?.stop();
-  await stripe?.close();
-  await creem?.close();
-});
+after(() => world?.close());
 
-const credits = async (c: Client) => (await c.get('/v1/balance/me')).body.credits as number;
-const webhook = (path: string, raw: string, headers: Record<string, string>) => call(gw.url, 'POST', path, { raw, headers: { 'content-type': 'application/json', ...headers } });
+const webhook = (path: string, raw: string, headers: Record<string, string>) => postWebhook(gw, path, raw, headers);
 
 describe('methods', () => {
   test('guests see both methods with enabled flags; without keys a method says why not', async () => {

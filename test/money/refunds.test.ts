@@ -4,45 +4,25 @@
 // balance never goes below zero and the shortfall is shown to the admin.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { startGateway, type TestGateway } from '../helpers/gateway.ts';
+import type { TestGateway } from '../helpers/gateway.ts';
 import { client } from '../helpers/http.ts';
-import { startCreemStub, type CreemStub } from '../stubs/creem.ts';
-import { startStripeStub, type StripeStub } from '../stubs/stripe.ts';
+import type { CreemStub } from '../stubs/creem.ts';
+import type { StripeStub } from '../stubs/stripe.ts';
+import { creditsOf as credits, startPaymentWorld, type PaymentWorld } from './payment-setup.ts';
 import { assertBooksBalance, cityWithUser, row, type Client } from './setup.ts';
 
-const STRIPE_WHSEC = 'whsec_citygate_refunds';
-const CREEM_WHSEC = 'creem_whsec_refunds';
-
+let world: PaymentWorld;
 let stripe: StripeStub;
 let creem: CreemStub;
 let gw: TestGateway;
 let admin: Client;
 
 before(async () => {
-  stripe = await startStripeStub({ webhookSecret: STRIPE_WHSEC });
-  creem = await startCreemStub({ webhookSecret: CREEM_WHSEC, products: [{ id: 'prod_credits', price: 500, currency: 'USD', name: '5 USD of credits' }] });
-  gw = await startGateway({
-    env: {
-      PAYMENT_A_SECRET_KEY: stripe.apiKey,
-      PAYMENT_A_WEBHOOK_SECRET: STRIPE_WHSEC,
-      PAYMENT_A_API_BASE: stripe.origin,
-      PAYMENT_B_API_KEY: creem.apiKey,
-      PAYMENT_B_PRODUCT_ID: 'prod_credits',
-      PAYMENT_B_WEBHOOK_SECRET: CREEM_WHSEC,
-      PAYMENT_B_API_BASE: creem.baseUrl,
-    },
-  });
-  admin = client(gw.url, gw.adminKey);
-  stripe.setWebhook(`${gw.url}/v1/payment/webhook/a`);
-  creem.setWebhook(`${gw.url}/v1/payment/webhook/b`);
+  world = await startPaymentWorld();
+  ({ stripe, creem, gw, admin } = world);
 });
-after(async () => {
-  await gw?.stop();
-  await stripe?.close();
-  await creem?.close();
-});
+after(() => world?.close());
 
-const credits = async (c: Client) => (await c.get('/v1/balance/me')).body.credits as number;
 const outcome = (d: { body: string }) => JSON.parse(d.body).outcome as string;
 
 /** Buys `amount` credits with Stripe and returns the session id once credited. */

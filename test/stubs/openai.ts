@@ -46,6 +46,8 @@
 //   stub-no-usage     → chat: answers normally but reports no usage (no `usage` in the JSON,
 //                       no usage event in a stream even with include_usage), like some
 //                       OpenAI-compatible servers
+//   stub-no-duration  → transcriptions: json without `usage`, verbose_json without `duration`
+//                       (an upstream that reports no audio length)
 //   stub-stream-slow  → chat: streams one chunk every opts.streamSlowMs (200 ms) for
 //                       opts.streamSlowChunks (20) content chunks "w1 w2 … w20"; without
 //                       stream: the same reply as JSON after chunks × streamSlowMs
@@ -199,6 +201,7 @@ const MODELS = [
   "stub-slow",
   "stub-stream-slow",
   "stub-no-usage",
+  "stub-no-duration",
   "stub-video-fail",
 ];
 const MODELS_CREATED = 1_700_000_000;
@@ -495,7 +498,8 @@ export async function startOpenAIStub(opts: OpenAIStubOptions = {}): Promise<Ope
     const size = file.size;
     const text = `stub transcript of ${size} bytes`;
     const duration = Math.round((size / 32000) * 100) / 100;
-    const usage = { type: "duration", seconds: Math.max(1, Math.ceil(duration)) };
+    const noDuration = form.model === "stub-no-duration";
+    const usage = noDuration ? undefined : { type: "duration", seconds: Math.max(1, Math.ceil(duration)) };
     const format = typeof form.response_format === "string" ? form.response_format : "json";
     switch (format) {
       case "json":
@@ -522,7 +526,7 @@ export async function startOpenAIStub(opts: OpenAIStubOptions = {}): Promise<Ope
             no_speech_prob: 0,
           },
         ];
-        return sendJson(ctx, 200, JSON.stringify({ task, language, duration, text, segments, usage }));
+        return sendJson(ctx, 200, JSON.stringify({ task, language, duration: noDuration ? undefined : duration, text, segments, usage }));
       }
       default:
         return sendError(ctx, invalidValue("response_format", `Invalid value: '${format}'. Supported values are: 'json', 'text', 'srt', 'verbose_json', and 'vtt'.`));

@@ -1,5 +1,5 @@
 // POST /v1/ai/tts (text → audio bytes) and POST /v1/ai/asr (audio → text), through the AI SDK.
-import { createDownload, generateSpeech, transcribe } from 'ai';
+import { createDownload, DownloadError, generateSpeech, transcribe } from 'ai';
 import { z } from 'zod';
 import { badRequest, forbidden, GatewayError } from '../../kernel/errors.ts';
 import { boundCity } from '../../kernel/identity.ts';
@@ -7,8 +7,9 @@ import { parseJsonBody, validate } from '../../kernel/input.ts';
 import type { ActionContext } from '../../kernel/service.ts';
 import { AiCall } from './meter.ts';
 import type { ModelDef } from './registry.ts';
-import { resolveModel } from './resolve.ts';
+import { resolveModel, upstreamTimeoutMs } from './resolve.ts';
 import { routeCall, type Target } from './routing/route.ts';
+import { CLIENT_CLOSED } from './upstream-errors.ts';
 
 export const AUDIO_TYPES: Record<string, string> = {
   mp3: 'audio/mpeg',
@@ -130,28 +131,67 @@ async function asrRequest(ctx: ActionContext<unknown>) {
   return { model, audio, language };
 }
 
+const downloadAudio = createDownload({ maxBytes: ASR_MAX_BYTES });
+
+/**
+ * Fetches the audio a caller gave by URL, once, before any upstream call: its size is the basis
+ * of the estimate when the upstream reports no duration, and an unreadable URL is the caller's
+ * 4xx (not an upstream's 502, nor retried on another upstream).
+ */
+async function fetchAudio(ctx: ActionContext<unknown>, url: URL): Promise<{ data: Uint8Array; mediaType: string | undefined }> {
+  const t0 = performance.now();
+  try {
+    const signal = AbortSignal.any([ctx.signal, AbortSignal.timeout(upstreamTimeoutMs(ctx.gateway))]);
+    const got = await downloadAudio({ url, isUrlSupportedByModel: false, abortSignal: signal } as never);
+    const { data, mediaType } = (got ?? {}) as { data?: Uint8Array; mediaType?: string };
+    if (!data || data.byteLength === 0) throw badRequest('invalid_input', 'url: the audio is empty', 'url');
+    return { data, mediaType };
+  } catch (e) {
+    if (ctx.signal.aborted) throw new GatewayError(499, CLIENT_CLOSED, 'The client closed the request.');
+    if (DownloadError.isInstance(e)) {
+      if (/exceeded maximum size/.test(e.message)) throw new GatewayError(413, 'audio_too_large', `url: the audio is larger than ${ASR_MAX_BYTES} bytes.`, { param: 'url' });
+      const why = e.statusCode ? `it answered ${e.statusCode}` : 'it could not be fetched';
+      throw badRequest('audio_unreadable', `url: the audio could not be read (${why}).`, 'url');
+    }
+    if ((e as { name?: string })?.name === 'TimeoutError') throw badRequest('audio_unreadable', 'url: the audio could not be read in time.', 'url');
+    throw e;
+  } finally {
+    ctx.timing.upstreamMs += performance.now() - t0; // a wait outside citygate, like an upstream's
+  }
+}
+
 export async function asr(ctx: ActionContext<unknown>) {
   const gw = ctx.gateway;
   const q = await asrRequest(ctx);
   const r = await resolveModel(gw, ctx.identity, q.model, 'asr');
   if (!r.adapter.transcriptionModel) throw new GatewayError(400, 'mode_not_supported', `The model '${q.model}' cannot transcribe.`, { param: 'model' });
   const call = AiCall.start(gw, ctx.identity, r.model, 'asr', ctx.requestId, ctx.timing);
-  // Worst case: compressed speech at 8 kbit/s (1,000 bytes per second); a URL: 25 MB of it.
-  const bytes = q.audio instanceof Uint8Array ? q.audio.byteLength : ASR_MAX_BYTES;
-  await call.reserve({ seconds: Math.ceil(bytes / 1000) });
+  // Worst case: compressed speech at 8 kbit/s (1,000 bytes per second). A URL's size is unknown
+  // until it is fetched: held for the largest audio accepted (25 MB), before anything is fetched.
+  await call.reserve({ seconds: Math.ceil((q.audio instanceof Uint8Array ? q.audio.byteLength : ASR_MAX_BYTES) / 1000) });
+  let audio: { data: Uint8Array; mediaType: string | undefined };
+  try {
+    audio = q.audio instanceof Uint8Array ? { data: q.audio, mediaType: undefined } : await fetchAudio(ctx, q.audio);
+  } catch (e) {
+    const code = (e as { code?: string }).code ?? 'internal_error';
+    await call.finish(code === CLIENT_CLOSED ? 'aborted' : 'error', {}, code); // nothing consumed: the hold is returned
+    throw e;
+  }
   const res = await guarded(ctx, call, r.model, 'speech_to_text', (t, signal) => {
     if (!t.adapter.transcriptionModel) throw cannot(q.model, 'transcribe');
     return transcribe({
       model: t.adapter.transcriptionModel(t.call, t.upstreamModel),
+      // a URL's audio is handed over as fetched above, with the media type its server gave
       audio: q.audio,
+      download: async () => audio,
       providerOptions: q.language ? { openai: { language: q.language } } : undefined,
       maxRetries: 0,
       abortSignal: signal,
-      download: createDownload({ maxBytes: ASR_MAX_BYTES }),
     });
   });
-  // No duration from the upstream: the documented estimate (16 kB per second), marked as such.
-  const seconds = res.durationInSeconds ?? Math.ceil(bytes / 16_000);
+  // No duration from the upstream: the documented estimate (16 kB per second of the audio
+  // actually sent), marked as such.
+  const seconds = res.durationInSeconds ?? Math.ceil(audio.data.byteLength / 16_000);
   await call.finish('ok', { seconds, estimated: res.durationInSeconds === undefined });
   return {
     text: res.text,

@@ -153,7 +153,8 @@ export async function translateAttempt(ctx: ActionContext<ChatInput>, call: AiCa
     const u = sdkUsage(res.totalUsage ?? res.usage);
     const toolCalls = res.toolCalls.map((tc: any) => ({ id: tc.toolCallId, type: 'function', function: { name: tc.toolName, arguments: JSON.stringify(tc.input) } }));
     const outBytes = byteLength(res.text) + toolCalls.reduce((n, tc) => n + byteLength(tc.function.arguments), 0);
-    const used = usageReported(res.totalUsage ?? res.usage) ? u : estimateFromText(raw.byteLength, outBytes);
+    const reported = usageReported(res.totalUsage ?? res.usage);
+    const used = reported ? u : estimateFromText(raw.byteLength, outBytes);
     return async () => {
       // finished here, once routing is done, so the record's overhead is the response's
       await call.finish('ok', used);
@@ -169,7 +170,8 @@ export async function translateAttempt(ctx: ActionContext<ChatInput>, call: AiCa
             finish_reason: FINISH[res.finishReason] ?? 'stop',
           },
         ],
-        usage: usageJson(u),
+        // none reported: none shown (as a relayed answer would), not zeros; the charge is the estimate
+        ...(reported ? { usage: usageJson(u) } : {}),
       });
     };
   }
@@ -217,7 +219,7 @@ export async function translateAttempt(ctx: ActionContext<ChatInput>, call: AiCa
             } else if (p.type === 'error') throw p.error;
           }
           controller.enqueue(chunk({}, finish));
-          if (wantsUsage) controller.enqueue(enc.encode(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: input.model, choices: [], usage: usageJson(usage) })}\n\n`));
+          if (wantsUsage && reported) controller.enqueue(enc.encode(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: input.model, choices: [], usage: usageJson(usage) })}\n\n`));
           controller.enqueue(enc.encode('data: [DONE]\n\n'));
           controller.close();
           await call.finish('ok', used());
