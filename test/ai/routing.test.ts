@@ -8,6 +8,7 @@ import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import { startGateway, type TestGateway } from '../helpers/gateway.ts';
 import { call, client, errorOf, type Res } from '../helpers/http.ts';
 import { sqlGet } from '../helpers/sql.ts';
+import { unsettled } from '../money/setup.ts';
 import { sleep, until } from '../helpers/wait.ts';
 import { startOpenAIStub, type OpenAIStub } from '../stubs/openai.ts';
 import { RICH_USERS, tokenFor } from './setup.ts';
@@ -75,12 +76,12 @@ async function usageOf(model: string, n: number): Promise<any[]> {
 
 const balance = async () => (await client(gw.url, user).get('/v1/balance/me')).body.credits as number;
 /**
- * The balance once no hold of the user is open: the calls of the tests before settle just after
- * their answers (on PostgreSQL a round trip later), and a starting balance read before that
- * would count their charges as this test's.
+ * The balance once every charge of the user is written: the calls of the tests before are
+ * charged within a flush interval of their answers (credit leases), and a starting balance read
+ * before that would count their charges as this test's.
  */
 async function settledBalance(): Promise<number> {
-  await until('the earlier calls to settle', async () => (await sqlGet<{ n: number }>(gw, `SELECT COUNT(*) AS n FROM holds WHERE city_id = 'route-city' AND user_id = 'rita' AND status = 'held'`))?.n === 0);
+  await until('the earlier calls to settle', async () => (await unsettled(gw, 'rita')) === 0, 30_000);
   return balance();
 }
 const sent = (s: OpenAIStub) => s.requests.filter((q) => q.path === '/v1/chat/completions').length;

@@ -63,7 +63,9 @@ test('each usage record keeps the overhead its response reported (a JSON answer:
     assert.equal(recorded[city].length, overheads[city].length);
     recorded[city].forEach((v, i) => {
       assert.ok(v > 0 && v <= overheads[city][i] + 0.01, `record ${v} ms vs header ${overheads[city][i]} ms`);
-      assert.ok(overheads[city][i] - v < 5, `record ${v} ms vs header ${overheads[city][i]} ms`);
+      // measured a moment apart (the record at the end of the call, the header as the answer is
+      // serialized): close, though a loaded machine can pause the event loop in between
+      assert.ok(overheads[city][i] - v < 25, `record ${v} ms vs header ${overheads[city][i]} ms`);
     });
   }
   // The streamed call (the third of city-a) records exactly what its header said.
