@@ -151,7 +151,8 @@ export async function route<T>(gw: GatewayContext, o: RouteOptions, attempt: (t:
       const soonest = all.reduce<Upstream | undefined>((a, b) => (!a || h.readyAt(key(b)) < h.readyAt(key(a)) ? b : a), undefined);
       const wait = soonest ? h.readyAt(key(soonest)) - Date.now() : Infinity;
       if (soonest && wait <= retryAfterMax) {
-        await timed(o, () => sleep(wait, o.signal));
+        // a few ms past it: timers run on a monotonic clock, readiness is judged by Date.now()
+        await timed(o, () => sleep(Math.max(0, wait) + 5, o.signal));
         u = pick(gw, all, tried, o.model.id);
       }
     } else if (u && n > 1) {
