@@ -68,6 +68,8 @@ export type AsrInput = Omit<AsrJsonInput, 'audio'> & {
 };
 export type Transcript = Output<'ai', 'asr'>;
 export type City = Output<'cities', 'current'>;
+/** A city with its limits and user budget, as the admin and its own bureau read it (cities/get, list, update). */
+export type CityWithSettings = Output<'cities', 'get'>;
 export type IssuedToken = Output<'cities', 'tokens/apply'>;
 export type LoginResult = Output<'accounts', 'oauth/result'>;
 export type OAuthStart = Output<'accounts', 'oauth/start'>;

@@ -101,6 +101,34 @@ describe('the document', () => {
   });
 });
 
+describe('documented output schemas', () => {
+  const ajv = addFormats.default(new Ajv2020({ strict: false }));
+  const out = (path: string) => {
+    const ops = doc.paths[path];
+    return (ops.get ?? ops.post).responses['200'].content['application/json'].schema;
+  };
+
+  test('cities/get, list and update document one city-with-settings shape; real answers match it; cities/current has no settings', async () => {
+    const get = out('/v1/cities/get');
+    assert.deepEqual(out('/v1/cities/update'), get);
+    assert.deepEqual(out('/v1/cities/list').properties.items.items, get);
+    assert.deepEqual(Object.keys(get.properties.limits.properties).sort(), ['city_rpm', 'city_tpm', 'user_concurrency', 'user_rpm', 'user_tpm']);
+    assert.ok(get.required.includes('limits') && get.required.includes('user_budget'));
+    assert.equal(out('/v1/cities/current').properties.limits, undefined, 'a user token reads no settings');
+
+    const admin = client(full.url, full.adminKey);
+    const validate = ajv.compile(get);
+    const set = await admin.post('/v1/cities/update', { city_id: 'docs', limits: { user_rpm: 7 }, user_budget: { credits: 9, period: 'day' } });
+    const cleared = await admin.post('/v1/cities/update', { city_id: 'docs', limits: null, user_budget: null });
+    const read = await admin.get('/v1/cities/get?city_id=docs');
+    const listed = (await admin.get('/v1/cities/list')).body.items.find((c: { city_id: string }) => c.city_id === 'docs');
+    for (const [what, body] of [['set', set.body], ['cleared', cleared.body], ['get', read.body], ['list', listed]]) {
+      assert.ok(validate(body), `${what}: ${JSON.stringify(validate.errors)} ${JSON.stringify(body)}`);
+    }
+    assert.deepEqual(read.body, cleared.body, 'get answers what the last update answered');
+  });
+});
+
 describe('documented input schemas reject what the server rejects', () => {
   const ajv = addFormats.default(new Ajv2020({ strict: false }));
 

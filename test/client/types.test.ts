@@ -2,7 +2,7 @@
 // this file also runs (trivially) under `npm test` so it is not forgotten.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { Input, Output, TextMessage, Model, LoginResult, City, IssuedToken, Balance, OAuthStart } from '../../src/client/index.ts';
+import type { Input, Output, TextMessage, Model, LoginResult, City, CityWithSettings, IssuedToken, Balance, OAuthStart } from '../../src/client/index.ts';
 
 type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
 type Expect<T extends true> = T;
@@ -18,6 +18,13 @@ type _checks = [
   Expect<Equal<OAuthStart['provider'], 'github' | 'google'>>,
   Expect<Equal<City['status'], 'active' | 'paused'>>,
   Expect<Equal<IssuedToken['user_token'], string>>,
+  // The admin's and bureau's read of a city carries its settings, the same shape update answers;
+  // a user's read (cities/current) does not.
+  Expect<Equal<CityWithSettings['limits']['user_rpm'], number | null>>,
+  Expect<Equal<CityWithSettings['user_budget'], { credits: number; period: 'day' | 'month' } | null>>,
+  Expect<Equal<Output<'cities', 'list'>['items'][number], CityWithSettings>>,
+  Expect<Equal<Output<'cities', 'update'>, CityWithSettings>>,
+  Expect<Equal<'limits' extends keyof City ? true : false, false>>,
   Expect<Equal<Balance["credits"], number>>,
   Expect<Equal<Output<'accounts', 'login'>['user_token'], string>>,
   // limit has a default: optional on input
@@ -25,6 +32,6 @@ type _checks = [
 ];
 
 test('client types derive from the server (checked by tsc)', () => {
-  const ok: _checks = [true, true, true, true, true, true, true, true, true, true, true, true, true];
-  assert.equal(ok.length, 13);
+  const ok: _checks = [true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true, true];
+  assert.equal(ok.length, 18);
 });

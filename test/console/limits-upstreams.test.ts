@@ -1,7 +1,8 @@
-// The console's Cities → Limits panel (rate limits and a per-user budget, cities/update) and the
-// Models page's upstreams (ai/upstreams/*: circuit health, add, disable, remove), in Debian's
-// chromium against a real gateway and OpenAI stubs. What the operator sees, what persists
-// across a reload, the API's own words for a bad value, and no secret on screen.
+// The console's Cities → Limits panel (rate limits and a per-user budget, read with cities/get,
+// saved with cities/update) and the Models page's upstreams (ai/upstreams/*: circuit health,
+// add, disable, remove), in Debian's chromium against a real gateway and OpenAI stubs. What the
+// operator sees, what persists across a reload, the API's own words for a bad value, and no
+// secret on screen.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { Browser, Page } from 'playwright-core';
@@ -59,7 +60,15 @@ browserSuite('the console: city limits and budgets, upstream health', () => {
   test("a city's rate limits and user budget are edited, persist across a reload, and apply", async () => {
     const { ctx, page } = await open();
     await signIn(page, gw.adminKey);
+    // Opening the panel only reads (cities/get): the city's updated_at does not move, so an
+    // admin looking cannot race another admin's save.
+    const stamp = (await admin.get('/v1/cities/get?city_id=shop')).body.updated_at;
+    const writes: string[] = [];
+    page.on('request', (r) => void (r.method() !== 'GET' && writes.push(`${r.method()} ${new URL(r.url()).pathname}`)));
     let form = await openLimits(page);
+    await form.getByTestId('now-budget').waitFor();
+    assert.equal((await admin.get('/v1/cities/get?city_id=shop')).body.updated_at, stamp, "opening the Limits panel changed the city's updated_at");
+    assert.deepEqual(writes, [], 'opening the Limits panel wrote');
     // Nothing set: every limit falls back to its env key (the one set on the Env page is shown).
     assert.equal(await form.getByLabel('Requests / minute per user').inputValue(), '');
     await form.getByTestId('now-user_rpm').filter({ hasText: 'env default (600)' }).waitFor();

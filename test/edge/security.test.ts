@@ -189,6 +189,8 @@ describe('money on D1', () => {
     const t = await token('edge-budget', 'dave');
     await admin.post('/v1/balance/adjust', { city_id: 'edge-budget', user_id: 'dave', credits: 100_000, reason: 'fund', idempotency_key: 'fund-dave' });
     assert.equal((await admin.post('/v1/cities/update', { city_id: 'edge-budget', user_budget: { credits: 2500, period: 'day' } })).status, 200);
+    // Read back from D1 by a plain read.
+    assert.deepEqual((await admin.get('/v1/cities/get?city_id=edge-budget')).body.user_budget, { credits: 2500, period: 'day' });
     await sleep(3500); // both isolates' env snapshots and city caches
     const calls = () => stub.requests.filter((r) => r.path === '/v1/chat/completions').length;
     assert.equal((await chat(0, t)).status, 200);

@@ -89,6 +89,76 @@ describe('cities', () => {
   });
 });
 
+describe("reading a city's settings", () => {
+  const NONE = { user_rpm: null, user_tpm: null, city_rpm: null, city_tpm: null, user_concurrency: null };
+  before(async () => {
+    await admin.post('/v1/cities/create', { name: 'Settings', city_id: 'set-a' });
+    await admin.post('/v1/cities/create', { name: 'Neighbour', city_id: 'set-b' });
+  });
+
+  test('cities/get and list show the limits and budget update set, null once cleared; reading changes nothing', async () => {
+    const fresh = await admin.get('/v1/cities/get?city_id=set-a');
+    assert.equal(fresh.status, 200, fresh.text);
+    assert.deepEqual([fresh.body.limits, fresh.body.user_budget], [NONE, null]);
+
+    const up = await admin.post('/v1/cities/update', { city_id: 'set-a', limits: { user_rpm: 30, city_tpm: 0 }, user_budget: { credits: 5000, period: 'month' } });
+    assert.equal(up.status, 200, up.text);
+    const read = await admin.get('/v1/cities/get?city_id=set-a');
+    assert.deepEqual(read.body, up.body, 'get answers exactly what update answered');
+    assert.deepEqual(read.body.limits, { ...NONE, user_rpm: 30, city_tpm: 0 });
+    assert.deepEqual(read.body.user_budget, { credits: 5000, period: 'month' });
+    const listed = (await admin.get('/v1/cities/list')).body.items;
+    assert.deepEqual(listed.find((c: { city_id: string }) => c.city_id === 'set-a'), up.body);
+    assert.deepEqual(listed.find((c: { city_id: string }) => c.city_id === 'set-b').limits, NONE, 'another city keeps its own');
+    // A read is a read: updated_at stays where the update put it.
+    await new Promise((r) => setTimeout(r, 5));
+    assert.equal((await admin.get('/v1/cities/get?city_id=set-a')).body.updated_at, up.body.updated_at);
+
+    const cleared = await admin.post('/v1/cities/update', { city_id: 'set-a', limits: null, user_budget: null });
+    assert.equal(cleared.status, 200, cleared.text);
+    const after = await admin.get('/v1/cities/get?city_id=set-a');
+    assert.deepEqual([after.body.limits, after.body.user_budget], [NONE, null]);
+    assert.equal(after.body.name, 'Settings');
+  });
+
+  test("a bureau reads its own city's settings, not another's (403); a user token gains nothing", async () => {
+    await admin.post('/v1/cities/update', { city_id: 'set-b', limits: { user_concurrency: 3 }, user_budget: { credits: 70, period: 'day' } });
+    const bureauOf = async (city_id: string) => client(gw.url, (await admin.post('/v1/bureaus/create', { city_id, name: `${city_id} backend` })).body.bureau_token);
+    const b = await bureauOf('set-b');
+    const own = await b.get('/v1/cities/get?city_id=set-b');
+    assert.equal(own.status, 200, own.text);
+    assert.deepEqual([own.body.limits.user_concurrency, own.body.user_budget], [3, { credits: 70, period: 'day' }]);
+    const list = await b.get('/v1/cities/list');
+    assert.deepEqual(list.body.items.map((c: { city_id: string }) => c.city_id), ['set-b']);
+    assert.deepEqual(list.body.items[0], own.body);
+
+    const other = await (await bureauOf('set-a')).get('/v1/cities/get?city_id=set-b');
+    assert.equal(other.status, 403);
+    assert.equal(errorOf(other).code, 'city_mismatch');
+    assert.ok(!other.text.includes('"limits"') && !other.text.includes('70'), other.text);
+    // A bureau still cannot change them.
+    assert.equal((await b.post('/v1/cities/update', { city_id: 'set-b', limits: { user_rpm: 1 } })).status, 403);
+
+    const user = client(gw.url, await token('set-b'));
+    const get = await user.get('/v1/cities/get?city_id=set-b');
+    assert.equal(get.status, 403);
+    assert.equal((await user.get('/v1/cities/list')).status, 403);
+    const current = await user.get('/v1/cities/current');
+    assert.equal(current.status, 200);
+    assert.deepEqual(Object.keys(current.body).sort(), ['city_id', 'created_at', 'name', 'status', 'updated_at']);
+  });
+
+  test('cities/get of an unknown or removed city → 404; a bad id → 400', async () => {
+    assert.equal(errorOf(await admin.get('/v1/cities/get?city_id=ghost')).code, 'city_not_found');
+    await admin.post('/v1/cities/create', { name: 'Gone', city_id: 'set-gone' });
+    await admin.post('/v1/cities/remove', { city_id: 'set-gone' });
+    assert.equal((await admin.get('/v1/cities/get?city_id=set-gone')).status, 404);
+    const bad = await admin.get('/v1/cities/get?city_id=has%20space');
+    assert.equal(bad.status, 400);
+    assert.equal(errorOf(bad).param, 'city_id');
+  });
+});
+
 describe('user tokens', () => {
   before(async () => {
     await admin.post('/v1/cities/create', { name: 'Tokens', city_id: 'tok' });

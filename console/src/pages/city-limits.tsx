@@ -1,6 +1,7 @@
-// A city's rate limits and per-user budget (admin), edited with cities/update. Each limit
-// overrides its RATE_LIMIT_* env key for this city: empty (null) = the env key applies,
-// 0 = off for this city. The API judges every value; its message is shown next to the field.
+// A city's rate limits and per-user budget (admin), read with cities/get and edited with
+// cities/update. Each limit overrides its RATE_LIMIT_* env key for this city: empty (null) =
+// the env key applies, 0 = off for this city. The API judges every value; its message is
+// shown next to the field.
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, get, post } from '../api.ts';
 import { href } from '../router.ts';
@@ -38,11 +39,8 @@ const toForm = (s: CitySettings): Form => ({
 /** Empty → null (the env key); a number → that number; anything else goes as typed, for the API to refuse in its words. */
 const value = (s: string): number | string | null => (s.trim() === '' ? null : /^-?\d+(\.\d+)?$/.test(s.trim()) ? Number(s) : s);
 
-/**
- * The API has no read of a city's settings: cities/update answers with them, and an update
- * that names no field changes nothing but the city's updated_at.
- */
-const readSettings = (city: string) => post<CitySettings>('cities/update', { city_id: city });
+/** A plain read (cities/get answers the same shape as cities/update): it changes nothing. */
+const readSettings = (city: string) => get<CitySettings>('cities/get', { city_id: city });
 
 function describeLimit(v: number | null | undefined, env?: string): string {
   if (v == null) return env === undefined ? 'env default' : `env default (${env})`;

@@ -6,7 +6,8 @@ import { newId } from '../../kernel/crypto.ts';
 import { conflict, forbidden, notFound } from '../../kernel/errors.ts';
 import { boundCity, type Identity } from '../../kernel/identity.ts';
 import { action, defineService } from '../../kernel/service.ts';
-import { getCity, insertCity, listCities, setCityStatus, toCity, type CityRow } from './store.ts';
+import { getCity, insertCity, listCities, setCityStatus, type CityRow } from './store.ts';
+import { citySchema as city, cityWithSettingsSchema, toCity, toCityWithSettings } from './view.ts';
 import { issueUserToken, tokenApplyInput } from './tokens.ts';
 import { ACCOUNTS, type AccountsCapability } from '../accounts/capability.ts';
 import { parseCitySettings } from '../../kernel/city-settings.ts';
@@ -18,7 +19,6 @@ export const cityIdSchema = z
   .max(64)
   .regex(/^[A-Za-z0-9][A-Za-z0-9_-]*$/, 'letters, digits, _ and - only, starting with a letter or digit');
 const byId = z.object({ city_id: cityIdSchema });
-const city = z.object({ city_id: z.string(), name: z.string(), status: z.enum(['active', 'paused']), created_at: z.iso.datetime(), updated_at: z.iso.datetime() });
 
 /** A live city or 404; bureaus only reach their own. */
 export async function requireCity(gw: GatewayContext, cityId: string, identity?: Identity): Promise<CityRow> {
@@ -44,16 +44,16 @@ export const citiesService = defineService({
     list: action({
       method: 'GET',
       auth: ['admin', 'bureau'],
-      summary: 'List cities (a bureau sees only its own)',
-      output: z.object({ items: z.array(city) }),
+      summary: 'List cities with their limits and user budget (a bureau sees only its own)',
+      output: z.object({ items: z.array(cityWithSettingsSchema) }),
       handler: async ({ gateway, identity }) => ({
-        items: (await listCities(gateway.db, boundCity(identity) ?? undefined)).map(toCity),
+        items: (await listCities(gateway.db, boundCity(identity) ?? undefined)).map(toCityWithSettings),
       }),
     }),
     current: action({
       method: 'GET',
       auth: ['user', 'bureau'],
-      summary: 'The city this credential is bound to',
+      summary: 'The city this credential is bound to (without its settings: a user token sees no limits)',
       output: city,
       input: z.object({ city_id: z.string().optional() }),
       handler: async ({ gateway, identity }) => toCity(await requireCity(gateway, boundCity(identity)!)),
@@ -61,10 +61,10 @@ export const citiesService = defineService({
     get: action({
       method: 'GET',
       auth: ['admin', 'bureau'],
-      summary: 'Get one city',
-      output: city,
+      summary: 'Get one city with its limits and user budget (a bureau: its own city); reading changes nothing',
+      output: cityWithSettingsSchema,
       input: byId,
-      handler: async ({ gateway, input, identity }) => toCity(await requireCity(gateway, input.city_id, identity)),
+      handler: async ({ gateway, input, identity }) => toCityWithSettings(await requireCity(gateway, input.city_id, identity)),
     }),
     create: action({
       method: 'POST',

@@ -7,23 +7,9 @@ import { action } from '../../kernel/service.ts';
 import { userIdSchema } from './tokens.ts';
 import type { requireCity as RequireCity } from './index.ts';
 import { getCity } from './store.ts';
+import { cityWithSettingsSchema, toCityWithSettings } from './view.ts';
 
 const cityRef = z.string().min(1).max(64);
-
-/** The settings as the admin sees them (limits not set are null: the env key applies). */
-function settingsView(s: CitySettings) {
-  const l = s.limits ?? {};
-  return {
-    limits: {
-      user_rpm: l.user_rpm ?? null,
-      user_tpm: l.user_tpm ?? null,
-      city_rpm: l.city_rpm ?? null,
-      city_tpm: l.city_tpm ?? null,
-      user_concurrency: l.user_concurrency ?? null,
-    },
-    user_budget: s.user_budget ?? null,
-  };
-}
 
 export function securityActions(requireCity: typeof RequireCity) {
   return {
@@ -31,6 +17,8 @@ export function securityActions(requireCity: typeof RequireCity) {
       method: 'POST',
       auth: ['admin'],
       summary: 'Update a city: name, rate limits (override the RATE_LIMIT_* env keys; 0 = off, null = env) and a spending cap per user',
+      description: 'Answers the city as `cities/get` does. To read the settings, call `cities/get`: an update always moves `updated_at`.',
+      output: cityWithSettingsSchema,
       input: z.object({
         city_id: cityRef,
         name: z.string().trim().min(1).max(200).optional(),
@@ -58,13 +46,7 @@ export function securityActions(requireCity: typeof RequireCity) {
           .execute();
         const after = (await getCity(gateway.db, input.city_id))!;
         gateway.cities.set(after.city_id, after.status, next);
-        return {
-          city_id: after.city_id,
-          name: after.name,
-          status: after.status === 'paused' ? 'paused' : 'active',
-          ...settingsView(next),
-          updated_at: new Date(after.updated_at).toISOString(),
-        };
+        return toCityWithSettings(after);
       },
     }),
     'tokens/revoke': action({

@@ -3,22 +3,6 @@ import type { CitiesTable } from '../../db/schema.ts';
 
 export type CityRow = CitiesTable;
 
-export interface City {
-  city_id: string;
-  name: string;
-  status: 'active' | 'paused';
-  created_at: string;
-  updated_at: string;
-}
-
-export const toCity = (r: CityRow): City => ({
-  city_id: r.city_id,
-  name: r.name,
-  status: r.status === 'paused' ? 'paused' : 'active',
-  created_at: new Date(r.created_at).toISOString(),
-  updated_at: new Date(r.updated_at).toISOString(),
-});
-
 export async function listCities(db: Db, only?: string): Promise<CityRow[]> {
   let q = db.kysely.selectFrom('cities').selectAll().where('status', '!=', 'removed');
   if (only) q = q.where('city_id', '=', only);

@@ -1,0 +1,49 @@
+// The city as the API answers it, in one place: the zod schemas document /openapi.json and the
+// mappers' return types are what the client SDK infers, so the two cannot drift apart.
+import { z } from 'zod';
+import { cityLimitsSchema, parseCitySettings, userBudgetSchema, type CitySettings } from '../../kernel/city-settings.ts';
+import type { CityRow } from './store.ts';
+
+/** What any credential bound to the city may see (users included): no settings. */
+export const citySchema = z.object({
+  city_id: z.string(),
+  name: z.string(),
+  status: z.enum(['active', 'paused']),
+  created_at: z.iso.datetime(),
+  updated_at: z.iso.datetime(),
+});
+export type City = z.output<typeof citySchema>;
+
+/** Every limit present; null = not set for this city, so its RATE_LIMIT_* env key applies. */
+const limitsView = cityLimitsSchema.required().describe('0 = off for this city; null = not set, its RATE_LIMIT_* env key applies');
+
+/** The city with its settings: what the admin and the city's own bureau see (get, list, update). */
+export const cityWithSettingsSchema = citySchema.extend({
+  limits: limitsView,
+  user_budget: userBudgetSchema.nullable().describe('null: no cap'),
+});
+export type CityWithSettings = z.output<typeof cityWithSettingsSchema>;
+
+export const toCity = (r: CityRow): City => ({
+  city_id: r.city_id,
+  name: r.name,
+  status: r.status === 'paused' ? 'paused' : 'active',
+  created_at: new Date(r.created_at).toISOString(),
+  updated_at: new Date(r.updated_at).toISOString(),
+});
+
+function settingsView(s: CitySettings): Pick<CityWithSettings, 'limits' | 'user_budget'> {
+  const l = s.limits ?? {};
+  return {
+    limits: {
+      user_rpm: l.user_rpm ?? null,
+      user_tpm: l.user_tpm ?? null,
+      city_rpm: l.city_rpm ?? null,
+      city_tpm: l.city_tpm ?? null,
+      user_concurrency: l.user_concurrency ?? null,
+    },
+    user_budget: s.user_budget ?? null,
+  };
+}
+
+export const toCityWithSettings = (r: CityRow): CityWithSettings => ({ ...toCity(r), ...settingsView(parseCitySettings(r.settings)) });
