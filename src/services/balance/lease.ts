@@ -12,14 +12,13 @@
 //           processes can never lease or hold the same credit.
 //   flush   one batch for all users: a 'charge' ledger row (−Σ costs, never below zero),
 //           balances.credits and balances.leased go down by the charges, and a lease with no
-//           call in flight for LEASE_IDLE_MS gives back the rest.
+//           call in flight for IDLE_MS gives back the rest.
 //   renew   leases carry renewed_at; a process renews its own every TTL/3.
 //   sweep   any process returns leases not renewed for BALANCE_LEASE_TTL_SECONDS (their process
-//           died): their credits become free again. Nothing is charged or credited.
-//
-//   recover the sweep also charges what the dead process recorded but never wrote: Σ credits of
-//           the usage rows it billed (usage.lease_owner) minus Σ its 'charge' rows. Its flushes
-//           only apply while its lease row is the one it took, so nothing is charged twice.
+//           died): their credits become free again, and in the same batch it charges what the
+//           dead process recorded but never wrote: Σ credits of the usage rows it billed
+//           (usage.lease_owner) minus Σ its 'charge' rows. A process's flushes apply only while
+//           its lease row is the one it took, so a stalled one cannot charge those calls again.
 //
 // So: balance = Σ ledger at every commit; a crash loses at most the charges of calls whose
 // usage record was lost too (the usage sink's last flush window), never creates credits (a
