@@ -1,6 +1,7 @@
 // `citygate serve` runs with a young generation sized for a gateway (src/cli/heap.ts): it
-// re-executes itself with --max-semi-space-size=8 — the same process, which still answers and
-// stops gracefully — unless the operator gave a value of their own or CITYGATE_HEAP_TUNING=0.
+// re-executes itself with --max-semi-space-size=8 and MALLOC_ARENA_MAX=2 — the same process,
+// which still answers and stops gracefully — unless the operator gave a value of their own or
+// CITYGATE_HEAP_TUNING=0.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -12,7 +13,7 @@ const MAIN = resolve(import.meta.dirname, '../../src/cli/main.ts');
 const linux = process.platform === 'linux';
 
 /** Starts `serve`, returns its node flags as the OS sees them (/proc/<pid>/cmdline), then stops it with SIGTERM. */
-async function serveFlags(env: Record<string, string>): Promise<{ flags: string[]; health: number; exitCode: number | null }> {
+async function serveFlags(env: Record<string, string>): Promise<{ flags: string[]; environ: string[]; health: number; exitCode: number | null }> {
   const dir = tempDir('citygate-heap-');
   const child = spawn(process.execPath, [MAIN, 'serve'], {
     cwd: dir,
@@ -35,8 +36,9 @@ async function serveFlags(env: Record<string, string>): Promise<{ flags: string[
     // The pid we spawned: a re-execution keeps it, so process managers and signals still work.
     const argv = readFileSync(`/proc/${child.pid}/cmdline`, 'utf8').split('\0');
     const flags = argv.slice(1, argv.indexOf(MAIN));
+    const environ = readFileSync(`/proc/${child.pid}/environ`, 'utf8').split('\0');
     child.kill('SIGTERM');
-    return { flags, health, exitCode: await exited };
+    return { flags, environ, health, exitCode: await exited };
   } finally {
     child.kill('SIGKILL');
   }
@@ -46,6 +48,7 @@ test('serve runs with a bounded young generation, in the process that was starte
   const r = await serveFlags({});
   assert.equal(r.health, 200);
   assert.ok(r.flags.includes('--max-semi-space-size=8'), `node flags: ${JSON.stringify(r.flags)}`);
+  assert.ok(r.environ.includes('MALLOC_ARENA_MAX=2'));
   assert.equal(r.exitCode, 0);
 });
 
@@ -59,5 +62,6 @@ test('CITYGATE_HEAP_TUNING=0 leaves the heap to V8', { skip: !linux && '/proc is
   const r = await serveFlags({ CITYGATE_HEAP_TUNING: '0' });
   assert.equal(r.health, 200);
   assert.deepEqual(r.flags, []);
+  assert.ok(!r.environ.some((e) => e.startsWith('MALLOC_ARENA_MAX=')));
   assert.equal(r.exitCode, 0);
 });
