@@ -180,6 +180,8 @@ function citygateTarget(name: string, charged: boolean, limited = false, upstrea
       const proc = await spawnServer({
         name,
         args: [CITYGATE_ENTRY, "serve"],
+        // BENCH_CITYGATE_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/p": node flags for the citygate process only
+        nodeArgs: process.env.BENCH_CITYGATE_NODE_ARGS?.split(" ").filter(Boolean),
         cwd: dir,
         env: {
           NODE_ENV: "production",
@@ -190,7 +192,8 @@ function citygateTarget(name: string, charged: boolean, limited = false, upstrea
           TEXTPROVIDER_API_KEY: stub.apiKey,
           TEXTPROVIDER_BASE_URL: stub.url,
           TEXTPROVIDER_MODELS: model,
-          ...(charged ? { MODEL_PRICES: JSON.stringify({ [model]: BENCH_PRICE }) } : {}),
+          // Free: priced null, since the bundled price catalog knows most model ids (gpt-4o-mini too).
+          MODEL_PRICES: JSON.stringify({ [model]: charged ? BENCH_PRICE : null }),
           ...(pg ? { DATABASE_URL: pg.url } : {}),
           ...(process.env.BENCH_GATEWAY_WORKERS ? { GATEWAY_WORKERS: process.env.BENCH_GATEWAY_WORKERS } : {}),
           ...(limited ? benchLimits() : {}),

@@ -52,6 +52,8 @@ if (!run) {
   process.stderr.write(`citygate: unknown command '${cmd}'\n\n${USAGE}`);
   process.exit(1);
 }
+// The server's V8 heap flags (heap.ts); may re-execute this process before anything is loaded.
+if (cmd === 'serve') (await import('./heap.ts')).tuneHeap();
 try {
   const code = await run(args);
   if (code !== 0 || cmd !== 'serve') process.exitCode = code;

@@ -187,11 +187,12 @@ export function createGateway(opts: GatewayOptions): Gateway {
     }
     const identity = c.get('identity' as never) as Identity | undefined;
     const duration = performance.now() - started;
-    const path = new URL(c.req.url).pathname;
-    const route = (c.get('route' as never) as string | undefined) ?? path;
+    // An action's route is known: the URL is parsed only for the other paths.
+    const action = c.get('route' as never) as string | undefined;
+    const route = action ?? new URL(c.req.url).pathname;
     // Metric labels stay bounded: an unknown path counts as 'other'.
     const m = metrics();
-    const label = { route: c.get('route' as never) || FIXED_ROUTES.has(path) ? route : 'other', method: c.req.method, status: String(c.res.status) };
+    const label = { route: action || FIXED_ROUTES.has(route) ? route : 'other', method: c.req.method, status: String(c.res.status) };
     m.requests.inc(label);
     m.requestDuration.observe(label, duration / 1000);
     m.overhead.observe({ route: label.route }, overhead / 1000);

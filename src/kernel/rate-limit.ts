@@ -13,6 +13,7 @@
 // without touching the database, so a flood costs one write per process per window. Tokens
 // are counted after the call (what was actually used) in the background of the request.
 import type { Db } from '../db/database.ts';
+import type { CityLimits } from './city-settings.ts';
 import type { CityStatusCache } from './city-status.ts';
 import { GatewayError } from './errors.ts';
 import type { Identity } from './identity.ts';
@@ -79,7 +80,7 @@ export class RateLimiter {
   }
 
   /** The counters that apply to one request (none: the request costs nothing here). */
-  async #counters(identity: Identity, method: string, ipLimited: boolean, ip: () => string): Promise<Counter[]> {
+  #counters(identity: Identity, method: string, ipLimited: boolean, ip: () => string, l: CityLimits): Counter[] {
     const out: Counter[] = [];
     if (ipLimited) {
       const v = this.env.get('RATE_LIMIT_GUEST_RPM');
@@ -87,15 +88,15 @@ export class RateLimiter {
       if (rpm > 0) out.push({ key: `ip:${ip()}`, kind: 'requests', limit: rpm, add: 1 });
     }
     if (identity.kind === 'user' && method === 'POST') {
-      const l = (await this.cities.settings(identity.cityId)).limits ?? {};
       const pick = (own: number | null | undefined, envKey: string) => (own != null ? own : limitOf(this.env.get(envKey)));
-      // \x1f (unit separator) between city and user: PostgreSQL text cannot hold \0.
-      const user = `u:${identity.cityId}\x1f${identity.userId}`;
-      const city = `c:${identity.cityId}`;
       const urpm = pick(l.user_rpm, 'RATE_LIMIT_USER_RPM');
       const crpm = pick(l.city_rpm, 'RATE_LIMIT_CITY_RPM');
       const utpm = pick(l.user_tpm, 'RATE_LIMIT_USER_TPM');
       const ctpm = pick(l.city_tpm, 'RATE_LIMIT_CITY_TPM');
+      if (urpm <= 0 && crpm <= 0 && utpm <= 0 && ctpm <= 0) return out; // no limit: no keys to build
+      // \x1f (unit separator) between city and user: PostgreSQL text cannot hold \0.
+      const user = `u:${identity.cityId}\x1f${identity.userId}`;
+      const city = `c:${identity.cityId}`;
       if (urpm > 0) out.push({ key: `${user}:rpm`, kind: 'requests', limit: urpm, add: 1 });
       if (crpm > 0) out.push({ key: `${city}:rpm`, kind: 'requests', limit: crpm, add: 1 });
       if (utpm > 0) out.push({ key: `${user}:tpm`, kind: 'tokens', limit: utpm, add: 0 });
@@ -114,8 +115,10 @@ export class RateLimiter {
    * exceeded. Null when no limit applies.
    */
   async admit(identity: Identity, method: string, ipLimited: boolean, ip: () => string): Promise<Admission | null> {
-    const counters = await this.#counters(identity, method, ipLimited, ip);
-    const maxInflight = identity.kind === 'user' ? this.#concurrency(identity, method, (await this.cities.settings(identity.cityId)).limits ?? {}) : 0;
+    // The city's limits, read once (from memory) for both the counters and the concurrency cap.
+    const limits = identity.kind === 'user' ? ((await this.cities.settings(identity.cityId)).limits ?? {}) : {};
+    const counters = this.#counters(identity, method, ipLimited, ip, limits);
+    const maxInflight = this.#concurrency(identity, method, limits);
     if (counters.length === 0 && maxInflight === 0) return null;
     const now = Date.now();
     const windowStart = now - (now % WINDOW_MS);

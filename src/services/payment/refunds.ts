@@ -8,7 +8,7 @@
 // fails on the UNIQUE key and changes nothing) and the refund row, which reads back what the
 // debit actually took.
 import { sql } from 'kysely';
-import Stripe from 'stripe';
+import type Stripe from 'stripe';
 import { z } from 'zod';
 import { isUniqueViolation, least } from '../../db/database.ts';
 import type { PaymentsTable } from '../../db/schema.ts';

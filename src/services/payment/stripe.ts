@@ -1,7 +1,9 @@
 // Provider A: Stripe Checkout Sessions, priced from the credits bought; webhooks verified with
 // Stripe's signature scheme (5-minute tolerance) on the raw body, or, with no webhook secret,
 // by fetching the event back from Stripe's API.
-import Stripe from 'stripe';
+// stripe-node is loaded on first use: a gateway that takes no Stripe payments does not keep its
+// ~4 MB of code in memory (issue 11).
+import type Stripe from 'stripe';
 import type { PaymentsTable } from '../../db/schema.ts';
 import type { GatewayContext } from '../../kernel/context.ts';
 import { badRequest, GatewayError } from '../../kernel/errors.ts';
@@ -11,12 +13,14 @@ import { creditsPerUsd, maxAmount, type Facts, type PaymentProvider, type Verifi
 /** Stripe's minimum charge per currency, in minor units (https://docs.stripe.com/currencies#minimum-and-maximum-charge-amounts). */
 const MINIMUM: Record<string, number> = { usd: 50, eur: 50, gbp: 30, cad: 50, aud: 50, chf: 50, nzd: 50, sgd: 50, jpy: 50, dkk: 250, nok: 300, sek: 300 };
 const TOLERANCE_S = 300;
-const crypto = Stripe.createSubtleCryptoProvider();
 const clients = new Map<string, Stripe>();
+let sdk: typeof Stripe | null = null;
+let crypto: ReturnType<typeof Stripe.createSubtleCryptoProvider> | null = null;
 
-function client(gw: GatewayContext): Stripe {
+async function client(gw: GatewayContext): Promise<Stripe> {
   const key = gw.env.get('PAYMENT_A_SECRET_KEY');
   if (!key) throw new GatewayError(503, 'payment_method_disabled', 'Payment method a (Stripe) is not configured: PAYMENT_A_SECRET_KEY is missing.');
+  const Stripe = (sdk ??= (await import('stripe')).default);
   const base = gw.env.get('PAYMENT_A_API_BASE') ?? '';
   const id = `${key}\u0000${base}`;
   let c = clients.get(id);
@@ -80,7 +84,7 @@ export const stripeProvider: PaymentProvider = {
   },
   async createCheckout(gw, p, urls) {
     try {
-      const s = await client(gw).checkout.sessions.create(
+      const s = await (await client(gw)).checkout.sessions.create(
         {
           mode: 'payment',
           client_reference_id: p.payment_id,
@@ -110,7 +114,9 @@ export const stripeProvider: PaymentProvider = {
       const sig = headers.get('stripe-signature');
       if (!sig) throw badRequest('invalid_signature', 'The Stripe-Signature header is missing.');
       try {
-        event = await client(gw).webhooks.constructEventAsync(text, sig, secret, TOLERANCE_S, crypto);
+        const c = await client(gw);
+        crypto ??= sdk!.createSubtleCryptoProvider();
+        event = await c.webhooks.constructEventAsync(text, sig, secret, TOLERANCE_S, crypto);
       } catch {
         throw badRequest('invalid_signature', 'The webhook signature is not valid, or its timestamp is outside the 5-minute tolerance.');
       }
@@ -124,15 +130,15 @@ export const stripeProvider: PaymentProvider = {
       }
       if (typeof id !== 'string' || !/^evt_[A-Za-z0-9_]+$/.test(id)) throw badRequest('invalid_event', 'The webhook body has no event id.');
       try {
-        event = await client(gw).events.retrieve(id);
+        event = await (await client(gw)).events.retrieve(id);
       } catch (e) {
-        if (e instanceof Stripe.errors.StripeInvalidRequestError) throw badRequest('unverified_event', 'Stripe does not know this event.');
+        if (sdk && e instanceof sdk.errors.StripeInvalidRequestError) throw badRequest('unverified_event', 'Stripe does not know this event.');
         throw upstream(e);
       }
     }
     let refund;
     try {
-      refund = await stripeRefundFacts(client(gw), event);
+      refund = await stripeRefundFacts(await client(gw), event);
     } catch (e) {
       throw upstream(e);
     }
@@ -144,7 +150,7 @@ export const stripeProvider: PaymentProvider = {
   async readBack(gw, p) {
     if (!p.provider_ref) return { paymentId: p.payment_id, ref: null, state: 'pending' };
     try {
-      const s = await client(gw).checkout.sessions.retrieve(p.provider_ref);
+      const s = await (await client(gw)).checkout.sessions.retrieve(p.provider_ref);
       const type = s.status === 'complete' ? 'checkout.session.completed' : s.status === 'expired' ? 'checkout.session.expired' : 'open';
       const f = facts(s, type);
       return f.state === 'ignored' ? { ...f, state: 'pending' } : f;
@@ -156,7 +162,8 @@ export const stripeProvider: PaymentProvider = {
 
 function upstream(e: unknown): GatewayError {
   if (e instanceof GatewayError) return e;
-  const msg = e instanceof Stripe.errors.StripeError ? e.message : String((e as Error)?.message ?? e);
+  // a Stripe error implies the SDK is loaded
+  const msg = sdk && e instanceof sdk.errors.StripeError ? e.message : String((e as Error)?.message ?? e);
   return new GatewayError(502, 'payment_provider_error', `Stripe: ${msg}`);
 }
 

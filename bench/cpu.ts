@@ -1,0 +1,55 @@
+// CPU per call of the citygate process: `node bench/cpu.ts`. Loads citygate-free (or, with
+// CPU_TARGET=citygate, the charged target) like `npm run bench`, and reads the server's user +
+// system CPU time from /proc/<pid>/stat before and after each case: CPU µs per request is much
+// steadier than req/s on a shared machine (other processes take cores, not this process's CPU
+// per call). Also prints the server's peak RSS. Linux only (/proc).
+//
+// Env: BENCH_DURATION (s per case, default 5), BENCH_CONNECTIONS (default 32), BENCH_MODES
+// (default json,stream), CPU_TARGET (citygate-free | citygate), BENCH_CITYGATE_NODE_ARGS;
+// CITYGATE_HEAP_TUNING=0 compares with V8's default heap (src/cli/heap.ts).
+import { readFileSync, rmSync } from "node:fs";
+import { runLoad } from "./load.ts";
+import { logDirectory, memoryOf } from "./processes.ts";
+import { startStubProcess } from "./stub.ts";
+import { citygate, citygateFree } from "./targets.ts";
+
+const durationSec = Number(process.env.BENCH_DURATION ?? 5);
+const connections = Number(process.env.BENCH_CONNECTIONS ?? 32);
+const modes = (process.env.BENCH_MODES ?? "json,stream").split(",") as ("json" | "stream")[];
+const target = process.env.CPU_TARGET === "citygate" ? citygate : citygateFree;
+const model = "gpt-4o-mini";
+const messages = [
+  { role: "system", content: "You are a load test." },
+  { role: "user", content: "Reply with a short friendly greeting for the benchmark please" },
+];
+const BODIES = {
+  json: JSON.stringify({ model, messages }),
+  stream: JSON.stringify({ model, messages, stream: true, stream_options: { include_usage: true } }),
+};
+const TICK_US = 1e6 / 100; // USER_HZ
+
+/** utime and stime of a process, in clock ticks. */
+function cpuTicks(pid: number): { user: number; sys: number } {
+  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+  return { user: Number(f[11]), sys: Number(f[12]) };
+}
+
+const stub = await startStubProcess();
+const t = await target.start({ stub, model });
+if ("skipped" in t) throw new Error(t.skipped);
+const pid = t.process.pid;
+console.log(`${target.name}: ${connections} connections, ${durationSec}s per case (+2s warm-up)`);
+for (const mode of modes) {
+  const load = { url: t.chatUrl, headers: t.headers, body: BODIES[mode], connections };
+  await runLoad({ ...load, durationSec: 2 });
+  const a = cpuTicks(pid);
+  const r = await runLoad({ ...load, durationSec });
+  const b = cpuTicks(pid);
+  const us = (ticks: number) => ((ticks * TICK_US) / Math.max(1, r.ok)).toFixed(0);
+  console.log(`${mode.padEnd(6)} req/s ${String(r.rps).padStart(5)}  cpu µs/req ${us(b.user - a.user + b.sys - a.sys).padStart(4)} (system ${us(b.sys - a.sys)})  p99 ${r.p99Ms} ms  errors ${r.errors}`);
+}
+console.log(`peak RSS ${memoryOf(pid)?.peakRssMb} MB`);
+await t.stop();
+await stub.stop();
+rmSync(logDirectory(), { recursive: true, force: true });
+process.exit(0);
