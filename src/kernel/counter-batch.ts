@@ -45,7 +45,11 @@ export class CounterBatch {
     this.#pending = new Map();
     this.#scheduled = false;
     for (const [windowStart, byKey] of batches) {
-      const entries = [...byKey];
+      // Counters only read (an add of 0: token counts at admission) need no write transaction.
+      const reads = [...byKey].filter(([, e]) => e.add === 0);
+      if (reads.length > 0) await this.#read(windowStart, reads);
+      const entries = [...byKey].filter(([, e]) => e.add !== 0);
+      if (entries.length === 0) continue;
       try {
         const rows = await this.db.kysely
           .insertInto('rate_counters')
@@ -71,6 +75,25 @@ export class CounterBatch {
       } catch (err) {
         for (const [, e] of entries) for (const w of e.waiters) w.reject(err);
       }
+    }
+  }
+
+  /** Counts of keys only read: what the row holds for this window (or a later one), else 0. */
+  async #read(windowStart: number, entries: [string, Entry][]): Promise<void> {
+    try {
+      const rows = await this.db.kysely
+        .selectFrom('rate_counters')
+        .select(['key', 'n', 'window_start'])
+        .where(
+          'key',
+          'in',
+          entries.map(([key]) => key),
+        )
+        .execute();
+      const found = new Map(rows.map((r) => [r.key, Number(r.window_start) >= windowStart ? Number(r.n) : 0]));
+      for (const [key, e] of entries) for (const w of e.waiters) w.resolve(found.get(key) ?? 0);
+    } catch (err) {
+      for (const [, e] of entries) for (const w of e.waiters) w.reject(err);
     }
   }
 }

@@ -8,10 +8,16 @@
 //   RATE_LIMIT_USER_CONCURRENCY  requests in flight per user
 //   RATE_LIMIT_GUEST_RPM         per client IP on login, OAuth start/result and checkout (default 60)
 //
-// Cost on the hot path, and its bound: nothing at all unless a limit applies to the request;
-// then one statement. A subject already over its limit in this window is refused from memory
-// without touching the database, so a flood costs one write per process per window. Tokens
-// are counted after the call (what was actually used) in the background of the request.
+// Cost on the hot path, and its bound: nothing at all unless a limit applies to the request.
+// Request counters are claimed in blocks: one UPSERT adds B to the window's count and this
+// process then admits up to B requests from memory (B = a quarter of what is left of the limit,
+// at most MAX_BLOCK; 1 when few are left, so a limit of 5 is counted request by request). The
+// count in the database is therefore never below what was admitted, across every process:
+// never more than the limit is served. Unused claimed slots die with the window, so other
+// processes can be refused up to B per process early. A subject already over its limit in this
+// window is refused from memory without touching the database. Token counters are added after
+// the call (what was actually used) and read at each admission (batched per loop turn with every
+// other counter of the process), so every process sees the same count.
 import type { Db } from '../db/database.ts';
 import type { CityLimits } from './city-settings.ts';
 import type { CityStatusCache } from './city-status.ts';
@@ -22,6 +28,8 @@ import { sql } from 'kysely';
 import { CounterBatch } from './counter-batch.ts';
 
 const WINDOW_MS = 60_000;
+/** Most request slots one claim takes (one UPSERT per this many requests at most). */
+const MAX_BLOCK = 100;
 const DEFAULT_GUEST_RPM = 60;
 /** In-flight counters untouched this long are stale (a process died mid-request). */
 const INFLIGHT_STALE_MS = 10 * 60_000;
@@ -58,6 +66,8 @@ export class RateLimiter {
   readonly cities: CityStatusCache;
   /** key → `window start:limit` it is known to be over in (refused without a query). */
   #over = new Map<string, string>();
+  /** Request slots this process claimed and has not used yet, per counter key. */
+  #slots = new Map<string, { windowStart: number; left: number; n: number; claiming: Promise<void> | null }>();
   #sweptAt = Date.now();
   #batch: CounterBatch;
 
@@ -128,7 +138,7 @@ export class RateLimiter {
     for (const c of counters) {
       if (this.#over.get(c.key) === `${windowStart}:${c.limit}`) throw this.#refuse(c, c.limit + 1, resetMs, counters);
     }
-    const counted = await Promise.all(counters.map((c) => this.#batch.add(c.key, c.add, windowStart)));
+    const counted = await Promise.all(counters.map((c) => (c.kind === 'requests' ? this.#takeSlot(c, windowStart) : this.#batch.add(c.key, 0, windowStart))));
     const counts = new Map(counters.map((c, i) => [c.key, counted[i]]));
     for (const c of counters) {
       const n = counts.get(c.key) ?? 0;
@@ -163,6 +173,42 @@ export class RateLimiter {
       }
     }
     return { headers: this.#headers(counters, counts, resetMs), inflightKey };
+  }
+
+  /**
+   * One request slot of a counter: from this process's claimed block, or from a new claim. The
+   * answer is the count that decides (> limit: refused), as if this request were counted alone.
+   */
+  async #takeSlot(c: Counter, windowStart: number): Promise<number> {
+    for (;;) {
+      let s = this.#slots.get(c.key);
+      if (!s || s.windowStart !== windowStart) {
+        if (this.#slots.size > 100_000) this.#slots.clear();
+        this.#slots.set(c.key, (s = { windowStart, left: 0, n: 0, claiming: null }));
+      }
+      if (s.left > 0) {
+        s.left--;
+        return s.n - s.left;
+      }
+      if (s.claiming) {
+        await s.claiming;
+        continue;
+      }
+      if (s.n >= c.limit) return s.n + 1; // this window's slots are all claimed
+      const block = Math.max(1, Math.min(MAX_BLOCK, Math.floor((c.limit - s.n) / 4)));
+      const state = s;
+      state.claiming = this.#batch.add(c.key, block, windowStart).then(
+        (after) => {
+          // Slots (after − block, after] are ours; those past the limit are not.
+          const got = Math.max(0, Math.min(block, c.limit - (after - block)));
+          state.n = after - block + got;
+          state.left += got;
+          if (got === 0) state.n = Math.max(state.n, after);
+        },
+      ).finally(() => (state.claiming = null));
+      await state.claiming;
+      if (state.left === 0) return Math.max(state.n, c.limit) + 1;
+    }
   }
 
   /** Ends an in-flight request counted by admit. */
