@@ -1,6 +1,6 @@
 // Rate limits that hold across processes and replicas: the counters live in the database,
-// one row per limited subject with a fixed one-minute window, and one request updates all of
-// its counters with ONE atomic multi-row UPSERT … RETURNING (SQLite, D1 and PostgreSQL alike).
+// one row per limited subject with a fixed one-minute window, updated by atomic multi-row
+// UPSERT … RETURNING statements (SQLite, D1 and PostgreSQL alike; counter-batch.ts).
 //
 // Limits (env keys, per city overridden by cities/update { limits }; 0 or unset = off):
 //   RATE_LIMIT_USER_RPM / _TPM   requests / tokens per minute per user   (POST actions of users)
