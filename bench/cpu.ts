@@ -5,18 +5,20 @@
 // per call). Also prints the server's peak RSS. Linux only (/proc).
 //
 // Env: BENCH_DURATION (s per case, default 5), BENCH_CONNECTIONS (default 32), BENCH_MODES
-// (default json,stream), CPU_TARGET (citygate-free | citygate), BENCH_CITYGATE_NODE_ARGS;
+// (default json,stream), CPU_TARGET (a citygate target: citygate-free, citygate, citygate-limited,
+// citygate-free-limited, citygate-3up), BENCH_CITYGATE_NODE_ARGS;
 // CITYGATE_HEAP_TUNING=0 compares with V8's default heap (src/cli/heap.ts).
 import { readFileSync, rmSync } from "node:fs";
 import { runLoad } from "./load.ts";
 import { logDirectory, memoryOf } from "./processes.ts";
 import { startStubProcess } from "./stub.ts";
-import { citygate, citygateFree } from "./targets.ts";
+import { TARGETS } from "./targets.ts";
 
 const durationSec = Number(process.env.BENCH_DURATION ?? 5);
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const modes = (process.env.BENCH_MODES ?? "json,stream").split(",") as ("json" | "stream")[];
-const target = process.env.CPU_TARGET === "citygate" ? citygate : citygateFree;
+const target = TARGETS.find((t) => t.name === (process.env.CPU_TARGET ?? "citygate-free") && t.name.startsWith("citygate"));
+if (!target) throw new Error(`CPU_TARGET must name a citygate target of bench/targets.ts`);
 const model = "gpt-4o-mini";
 const messages = [
   { role: "system", content: "You are a load test." },
