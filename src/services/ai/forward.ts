@@ -9,7 +9,8 @@ import type { Measured } from '../../kernel/metering.ts';
 import type { ActionContext } from '../../kernel/service.ts';
 import { BYTES_PER_TOKEN, type AiCall, type Usage } from './meter.ts';
 import type { Target } from './routing/route.ts';
-import { CLIENT_CLOSED, toGatewayError, UpstreamStatusError, type Deadline } from './upstream-errors.ts';
+import { bufferedAnswer, firstChunk, statusError } from './upstream-answer.ts';
+import { CLIENT_CLOSED, toGatewayError, type Deadline } from './upstream-errors.ts';
 
 export interface ForwardSpec {
   url: string;
@@ -64,8 +65,7 @@ export async function forwardAttempt(ctx: ActionContext<unknown>, call: AiCall, 
   if (res.status >= 400 || !spec.stream) {
     const bytes = await res.bytes();
     if (res.status >= 400) {
-      const ms = res.header('retry-after-ms');
-      throw new UpstreamStatusError(res.status, dec.decode(bytes), ms ? String(Number(ms) / 1000) : (res.header('retry-after') ?? undefined));
+      throw statusError(res, bytes);
     }
     d.clear();
     let used: Usage = {};
@@ -76,22 +76,12 @@ export async function forwardAttempt(ctx: ActionContext<unknown>, call: AiCall, 
     }
     // An answer without usage: the input is estimated (meter.ts), the record says so.
     if (!used.input_tokens && !used.output_tokens) used = { input_tokens: Math.ceil(spec.inputBytes / BYTES_PER_TOKEN), estimated: true };
-    const type = res.header('content-type') ?? 'application/json';
-    return () => {
-      // finished here, once routing is done, so the record's overhead is the response's
-      gw.waitUntil(call.finish('ok', used));
-      return new Response(bytes as Uint8Array<ArrayBuffer>, { status: res.status, headers: { 'content-type': type } });
-    };
+    return bufferedAnswer(gw, call, res, bytes, used);
   }
 
-  // The first chunk is part of the attempt: an upstream that sends headers and then nothing
-  // (or breaks) before its first byte is still retried elsewhere.
-  const it = res.body[Symbol.asyncIterator]();
-  let first = await it.next();
-  while (!first.done && first.value.length === 0) first = await it.next();
-  if (first.done) throw new UpstreamStatusError(502, 'the upstream ended the stream before its first event');
-  d.stopTimer();
-  let head: Uint8Array | null = first.value;
+  const first = await firstChunk(res, d);
+  const it = first.rest;
+  let head: Uint8Array | null = first.head;
   const acc: Partial<Measured> = {};
   let sawUsage = false;
   let sawFinal = false;

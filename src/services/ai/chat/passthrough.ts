@@ -11,7 +11,8 @@ import { streamingResponse } from '../../../kernel/http.ts';
 import type { Measured } from '../../../kernel/metering.ts';
 import { byteLength, estimateFromEvents, estimateFromText, type AiCall, type Usage } from '../meter.ts';
 import type { Target } from '../routing/route.ts';
-import { CLIENT_CLOSED, toGatewayError, UpstreamStatusError, type Deadline } from '../upstream-errors.ts';
+import { CLIENT_CLOSED, toGatewayError, type Deadline } from '../upstream-errors.ts';
+import { bufferedAnswer, firstChunk, statusError } from '../upstream-answer.ts';
 import { relaySse, type ChatUsage } from './sse.ts';
 import type { ChatInput } from './input.ts';
 
@@ -97,8 +98,7 @@ export async function passthroughAttempt(
   if (res.status >= 400 || !stream) {
     const bytes = await res.bytes();
     if (res.status >= 400) {
-      const ms = res.header('retry-after-ms');
-      throw new UpstreamStatusError(res.status, dec.decode(bytes), ms ? String(Number(ms) / 1000) : (res.header('retry-after') ?? undefined));
+      throw statusError(res, bytes);
     }
     d.clear();
     let used: Usage;
@@ -109,22 +109,10 @@ export async function passthroughAttempt(
       // not JSON: forwarded as is; charged as if it all were reply text
       used = estimateFromText(raw.byteLength, bytes.byteLength);
     }
-    const type = res.header('content-type') ?? 'application/json';
-    return () => {
-      // finished here, once routing is done, so the record's overhead is the response's
-      gw.waitUntil(call.finish('ok', used));
-      return new Response(bytes as Uint8Array<ArrayBuffer>, { status: res.status, headers: { 'content-type': type } });
-    };
+    return bufferedAnswer(gw, call, res, bytes, used);
   }
 
-  // The first chunk is part of the attempt: an upstream that sends headers and then nothing
-  // (or breaks) before its first byte is still retried elsewhere.
-  const it = res.body[Symbol.asyncIterator]();
-  let first = await it.next();
-  while (!first.done && first.value.length === 0) first = await it.next();
-  if (first.done) throw new UpstreamStatusError(502, 'the upstream ended the stream before its first event');
-  d.stopTimer();
-  const head = first.value;
+  const { head, rest: it } = await firstChunk(res, d);
   const src: AsyncIterable<Uint8Array> = {
     [Symbol.asyncIterator]() {
       let sent = false;
