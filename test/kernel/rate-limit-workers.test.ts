@@ -11,6 +11,7 @@ import { after, before, test } from 'node:test';
 import { startGateway, type TestGateway } from '../helpers/gateway.ts';
 import { client, errorOf, type Res } from '../helpers/http.ts';
 import { freshWindow } from '../helpers/rate-window.ts';
+import { childPids } from '../helpers/proc.ts';
 import { until } from '../helpers/wait.ts';
 import { startOpenAIStub, type OpenAIStub } from '../stubs/openai.ts';
 
@@ -28,22 +29,6 @@ after(async () => {
   await gw?.stop();
   await stub?.close();
 });
-
-/** The live child processes of a process (from /proc). */
-function childPids(pid: number): number[] {
-  const out: number[] = [];
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (Number(fields[1]) === pid && fields[0] !== 'Z') out.push(Number(d));
-    } catch {
-      /* gone */
-    }
-  }
-  return out;
-}
 
 /** The worker holding the server side of the TCP connection serverPort ← clientPort, if any. */
 function workerOf(workers: number[], serverPort: number, clientPort: number): number | null {

@@ -2,30 +2,14 @@
 // The money race holds across them, a worker that dies is replaced, and SIGTERM stops the
 // primary and every worker with no buffered usage record lost.
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
 import { after, test } from 'node:test';
 import { startGateway } from '../helpers/gateway.ts';
 import { client } from '../helpers/http.ts';
 import { moneyRace, RACE_ENV } from '../helpers/money-race.ts';
 import { row } from '../money/setup.ts';
+import { childPids } from '../helpers/proc.ts';
 import { until } from '../helpers/wait.ts';
 import { startOpenAIStub } from '../stubs/openai.ts';
-
-/** The live child processes of a process (from /proc). */
-function childPids(pid: number): number[] {
-  const out: number[] = [];
-  for (const d of readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (Number(fields[1]) === pid && fields[0] !== 'Z') out.push(Number(d));
-    } catch {
-      /* gone */
-    }
-  }
-  return out;
-}
 
 const alive = (pid: number) => {
   try {
