@@ -373,7 +373,7 @@ export class LeaseBilling implements Billing {
     const cutoff = now - this.ttlMs;
     const stale = await db.kysely
       .selectFrom('leases')
-      .select(['owner', 'city_id', 'user_id', 'credits'])
+      .select(['owner', 'city_id', 'user_id'])
       .where('renewed_at', '<', cutoff)
       .where('owner', '<>', this.owner)
       .limit(500)
