@@ -56,6 +56,12 @@ export interface GatewayOptions {
   socketIp?: (req: Request, platform: unknown) => string | null | undefined;
   /** The admin console's built files for /console (Node: console/dist; Workers: static assets). */
   consoleAssets?: ConsoleAssets;
+  /**
+   * Adds headers to the response about to be written, on the runtime's own response object
+   * (Node: the ServerResponse), so the Response's headers need not be built into a Headers
+   * object just for two more. False when it cannot (then they are set on the Response).
+   */
+  addHeaders?: (platform: unknown, headers: Record<string, string>) => boolean;
 }
 
 export interface InitResult {
@@ -118,7 +124,12 @@ export function createGateway(opts: GatewayOptions): Gateway {
     provide: (name, impl) => void capabilities.set(name, name === METERING ? withTokenCounting(impl as MeteringSink) : impl),
     use: <T>(name: string) => (capabilities.get(name) ?? (name === METERING ? tokenCounter : undefined)) as T | undefined,
     waitUntil(p) {
-      const tracked = p.catch((e) => log('error', 'background work failed', { error: String(e) })).finally(() => pending.delete(tracked));
+      // one promise per piece of work (every AI call hands over its meter record here)
+      const done = () => void pending.delete(tracked);
+      const tracked: Promise<void> = p.then(done, (e) => {
+        log('error', 'background work failed', { error: String(e) });
+        done();
+      });
       pending.add(tracked);
       opts.waitUntil?.(tracked);
     },
@@ -152,6 +163,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     });
 
   let initPromise: Promise<InitResult> | null = null;
+  let initialized = false;
   const init = () =>
     (initPromise ??= (async () => {
       await migrate(opts.db);
@@ -162,6 +174,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
       await env.refresh();
       for (const s of services.values()) await s.init?.(context);
       const generated = admin.inserted && !(opts.processEnv ?? {}).GATEWAY_ADMIN_SECRET_KEY ? admin.value : null;
+      initialized = true;
       return { generatedAdminKey: generated };
     })().catch((e) => {
       initPromise = null; // let the next request try again
@@ -179,11 +192,14 @@ export function createGateway(opts: GatewayOptions): Gateway {
     const overhead = Math.max(0, performance.now() - started - timing.upstreamMs);
     timing.overheadMs = overhead; // a stream's usage record, written after its last chunk, reports this
     const requestId = c.get('requestId' as never) as string | undefined;
-    try {
-      c.res.headers.set('x-citygate-overhead-ms', overhead.toFixed(2));
-      if (requestId) c.res.headers.set('x-request-id', requestId);
-    } catch {
-      /* immutable headers (a proxied Response): leave them */
+    const extra: Record<string, string> = { 'x-citygate-overhead-ms': overhead.toFixed(2) };
+    if (requestId) extra['x-request-id'] = requestId;
+    if (!opts.addHeaders?.(c.env, extra)) {
+      try {
+        for (const k in extra) c.res.headers.set(k, extra[k]);
+      } catch {
+        /* immutable headers (a proxied Response): leave them */
+      }
     }
     const identity = c.get('identity' as never) as Identity | undefined;
     const duration = performance.now() - started;
@@ -208,7 +224,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
 
   // Before CORS: a preflight answered by the CORS middleware must see a fresh env too
   // (CORS_ORIGINS changed by another process), not a snapshot only other requests refresh.
-  app.use('*', async (_c, next) => {
+  const ready = async () => {
     await init().catch((e) => {
       // A Worker cannot refuse to start: it refuses every request instead, changing nothing.
       if (e instanceof MasterKeyError) {
@@ -218,8 +234,9 @@ export function createGateway(opts: GatewayOptions): Gateway {
       throw e;
     });
     await env.fresh();
-    await next();
-  });
+  };
+  // The common case (initialized, env snapshot fresh) waits for nothing.
+  app.use('*', (_c, next) => (initialized && !env.stale() ? next() : ready().then(next)));
 
   const corsMiddleware = cors({
       origin: (origin) => {

@@ -119,8 +119,13 @@ export class RuntimeEnv {
   }
 
   /** Reloads the snapshot when it is older than ttlMs (cheap: one small SELECT). */
+  /** Whether the snapshot is older than its TTL (fresh() would reload it). */
+  stale(): boolean {
+    return Date.now() - this.#loadedAt > this.ttlMs;
+  }
+
   async fresh(): Promise<void> {
-    if (Date.now() - this.#loadedAt > this.ttlMs) await this.refresh();
+    if (this.stale()) await this.refresh();
   }
 
   async set(key: string, value: string): Promise<void> {

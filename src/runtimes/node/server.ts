@@ -60,6 +60,13 @@ export async function startNodeServer(
     storage: new LocalFileStore(join(config.dataDir, 'files')),
     masterKey: nodeMasterKey(env, config.databasePath),
     socketIp: (_req, b) => (b as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)?.incoming?.socket?.remoteAddress,
+    addHeaders(b, headers) {
+      const out = (b as { outgoing?: ServerResponse } | undefined)?.outgoing;
+      if (!out || out.headersSent) return false;
+      // merged by writeHead with the Response's own headers, which win on a clash
+      for (const k in headers) out.setHeader(k, headers[k]);
+      return true;
+    },
   });
   if (project.config.ai) gateway.context.provide(AI_CONFIG, project.config.ai);
   let generatedAdminKey: string | null;

@@ -60,7 +60,7 @@ export async function embeddings(ctx: ActionContext<EmbeddingsInput>): Promise<R
   await call.reserve({ input_tokens: inputBound(input.input) });
   const raw = await ctx.rawBody();
 
-  const respond = await routeCall(ctx, call, { model: r.model, operation: 'embeddings', serves }, async (t, d): Promise<Responder> => {
+  const respond = await routeCall(ctx, call, { model: r.model, operation: 'embeddings', serves, candidates: r.candidates }, async (t, d): Promise<Responder> => {
     const url = nativeUrlOf(t.upstream, 'embeddings');
     if (url) {
       return forwardAttempt(ctx as ActionContext<unknown>, call, t, d, {

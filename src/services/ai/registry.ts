@@ -177,6 +177,15 @@ export class Registry {
 
   /** The env requirements of a model: its slot's key (required) and base URL (optional). */
   requirements(m: ModelDef): EnvRequirement[] {
+    let reqs = this.#requirements.get(m);
+    if (!reqs) this.#requirements.set(m, (reqs = this.#requirementsOf(m)));
+    return reqs;
+  }
+
+  /** Model definitions are not changed once made: their requirements are computed once. */
+  #requirements = new WeakMap<ModelDef, EnvRequirement[]>();
+
+  #requirementsOf(m: ModelDef): EnvRequirement[] {
     const slot = this.providers.get(m.provider)!;
     const reqs: EnvRequirement[] = [{ key: slot.apiKeyEnv, description: `API key of the ${slot.id} provider`, required: true }];
     if (slot.baseUrlEnv) {

@@ -12,11 +12,13 @@ import { modesOf } from './prices.ts';
 import type { ProviderAdapter, ProviderCall } from './providers/types.ts';
 import type { Mode, ModelDef, ResolvedProvider } from './registry.ts';
 import { candidatesOf, targetOf, type Target } from './routing/route.ts';
-import { upstreamTableOf } from './routing/upstreams.ts';
+import { upstreamTableOf, type Upstream } from './routing/upstreams.ts';
 import { registryOf } from './state.ts';
 
 export interface Resolved {
   model: ModelDef;
+  /** The model's enabled upstreams now (routing's candidates, for routeCall's `candidates`). */
+  candidates: Upstream[];
   /** The first upstream routing would pick (for call sites that make one attempt). */
   target: Target;
   provider: ResolvedProvider;
@@ -76,9 +78,25 @@ export async function resolveModel(gw: GatewayContext, identity: Identity, id: s
       param: 'model',
     });
   }
-  const best = [...candidates].sort((a, b) => a.priority - b.priority)[0];
-  const target = targetOf(gw, best, model);
-  return { model, target, provider: target.provider, adapter: target.adapter, call: target.call };
+  // Built on first use: routed calls (chat, responses, …) never read it.
+  let target: Target | undefined;
+  const first = () => (target ??= targetOf(gw, candidates.reduce((a, b) => (b.priority < a.priority ? b : a)), model));
+  return {
+    model,
+    candidates,
+    get target() {
+      return first();
+    },
+    get provider() {
+      return first().provider;
+    },
+    get adapter() {
+      return first().adapter;
+    },
+    get call() {
+      return first().call;
+    },
+  };
 }
 
 export const DEFAULT_TIMEOUT_MS = 120_000;

@@ -1,5 +1,6 @@
 // POST /v1/ai/text (one assistant message) and POST /v1/ai/stream (the AI SDK's UI message
 // stream, consumed unchanged by DefaultChatTransport / useChat and readUIMessageStream).
+import { streamingResponse } from '../../kernel/http.ts';
 import { convertToModelMessages, createUIMessageStreamResponse, generateText, streamText, validateUIMessages, type ModelMessage, type UIMessage } from 'ai';
 import { z } from 'zod';
 import { newId } from '../../kernel/crypto.ts';
@@ -187,5 +188,7 @@ export async function stream(ctx: ActionContext<TextInput>): Promise<Response> {
       await reader.cancel().catch(() => {});
     },
   });
-  return createUIMessageStreamResponse({ stream: body });
+  // the runtime's own event-stream writer takes it (kernel/http.ts streamingResponse)
+  const res = createUIMessageStreamResponse({ stream: body });
+  return streamingResponse(res.body!, { status: res.status, headers: res.headers });
 }

@@ -17,7 +17,7 @@ export async function chatCompletions(ctx: ActionContext<ChatInput>): Promise<Re
   const raw = await ctx.rawBody();
   const call = AiCall.start(gw, ctx.identity, r.model, 'compat', ctx.requestId, ctx.timing);
   await call.reserve(reservationFor(input, r.model, raw.byteLength));
-  const respond = await routeCall(ctx, call, { model: r.model, operation: 'chat' }, (t, d) => {
+  const respond = await routeCall(ctx, call, { model: r.model, operation: 'chat', candidates: r.candidates }, (t, d) => {
     const url = t.adapter.chatCompletionsUrl(t.provider);
     return url ? passthroughAttempt(ctx, call, raw, t, url, d) : translateAttempt(ctx, call, raw, t, d);
   });

@@ -1,6 +1,7 @@
 // chat/completions for upstreams that do not speak it (Anthropic, Google, or an
 // openai-compatible slot with passthrough: false): the request is translated to an AI SDK
 // call and the result back to Chat Completions JSON or SSE.
+import { streamingResponse } from '../../../kernel/http.ts';
 import { generateText, jsonSchema, Output, streamText, type LanguageModelUsage, type ModelMessage, type ToolSet } from 'ai';
 import { badRequest, GatewayError } from '../../../kernel/errors.ts';
 import type { ActionContext } from '../../../kernel/service.ts';
@@ -242,6 +243,6 @@ export async function translateAttempt(ctx: ActionContext<ChatInput>, call: AiCa
         }
       },
     });
-    return new Response(body, { headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' } });
+    return streamingResponse(body, { status: 200, headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' } });
   };
 }

@@ -50,7 +50,7 @@ export async function messages(ctx: ActionContext<MessagesInput>): Promise<Respo
   const stream = input.stream === true;
   const id = `msg_${ctx.requestId}`;
 
-  const respond = await routeCall(ctx, call, { model: r.model, operation: 'chat', serves: plan.serves }, (t, d): Promise<Responder> => {
+  const respond = await routeCall(ctx, call, { model: r.model, operation: 'chat', serves: plan.serves, candidates: r.candidates }, (t, d): Promise<Responder> => {
     const url = nativeUrlOf(t.upstream, 'messages');
     if (url) {
       return forwardAttempt(ctx as ActionContext<unknown>, call, t, d, {

@@ -29,7 +29,7 @@ export async function responses(ctx: ActionContext<ResponsesInput>): Promise<Res
   const meta = { id: `resp_${ctx.requestId}`, model: input.model, createdAt: Math.floor(Date.now() / 1000), input };
   const fold = (d: any, acc: Partial<Measured>) => void Object.assign(acc, measuredOf(d?.response?.usage));
 
-  const respond = await routeCall(ctx, call, { model: r.model, operation: 'chat', serves: plan.serves }, (t, d): Promise<Responder> => {
+  const respond = await routeCall(ctx, call, { model: r.model, operation: 'chat', serves: plan.serves, candidates: r.candidates }, (t, d): Promise<Responder> => {
     const url = nativeUrlOf(t.upstream, 'responses');
     if (url) {
       return forwardAttempt(ctx as ActionContext<unknown>, call, t, d, {

@@ -123,6 +123,8 @@ export interface RouteOptions {
   observer?: RouteObserver;
   /** Which upstreams can serve this request (e.g. only those that speak an API natively); default all. */
   serves?: (u: Upstream) => boolean;
+  /** candidatesOf(model) when the caller has it already (resolveModel's). */
+  candidates?: Upstream[];
 }
 
 /**
@@ -132,7 +134,8 @@ export interface RouteOptions {
  * last attempt's GatewayError when every attempt failed, or 503 when every upstream cools down.
  */
 export async function route<T>(gw: GatewayContext, o: RouteOptions, attempt: (t: Target, d: Deadline) => Promise<T>): Promise<T> {
-  const all = o.serves ? candidatesOf(gw, o.model).filter(o.serves) : candidatesOf(gw, o.model);
+  const known = o.candidates ?? candidatesOf(gw, o.model);
+  const all = o.serves ? known.filter(o.serves) : known;
   const h = healthOf(gw);
   const m = metrics();
   const max = maxAttempts(gw);

@@ -313,10 +313,25 @@ export function upstreamTableOf(gw: GatewayContext): UpstreamTable {
 
 export const builtinId = (slotId: string) => `env:${slotId}`;
 
+/** One model's env-slot upstream by slot, model, base URL and key: routing asks on every call. */
+const builtins = new Map<string, Upstream>();
+
 /** The env slot of a registered model as an upstream (enabled when its key is set). */
 export function builtinUpstream(env: RuntimeEnv, slot: ProviderSlot, models: ModelDef[]): Upstream {
-  const baseUrl = ((slot.baseUrlEnv && env.get(slot.baseUrlEnv)) || slot.defaultBaseUrl).replace(/\/+$/, '');
+  const rawBase = (slot.baseUrlEnv && env.get(slot.baseUrlEnv)) || slot.defaultBaseUrl;
   const apiKey = env.get(slot.apiKeyEnv) ?? '';
+  if (models.length !== 1) return makeBuiltin(slot, models, rawBase, apiKey);
+  const key = `${slot.id}\0${models[0].id}\0${models[0].upstream}\0${rawBase}\0${apiKey}`;
+  let u = builtins.get(key);
+  if (!u) {
+    if (builtins.size >= 1000) builtins.clear();
+    builtins.set(key, (u = makeBuiltin(slot, models, rawBase, apiKey)));
+  }
+  return u;
+}
+
+function makeBuiltin(slot: ProviderSlot, models: ModelDef[], rawBase: string, apiKey: string): Upstream {
+  const baseUrl = rawBase.replace(/\/+$/, '');
   return {
     id: builtinId(slot.id),
     name: slot.id,
