@@ -389,7 +389,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
 
     // Seed §5.5: a city_id in the body or query that differs from the bound city → 403.
     const bound = boundCity(identity);
-    const claimed = cityIdOf(raw) ?? url.searchParams.get('city_id');
+    const claimed = cityIdOf(raw) ?? (url.search ? url.searchParams.get('city_id') : null);
     if (bound && claimed != null && claimed !== bound) {
       throw new GatewayError(403, 'city_mismatch', 'city_id does not match the city of this credential.', { param: 'city_id' });
     }

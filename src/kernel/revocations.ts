@@ -38,7 +38,12 @@ export class Revocations {
 
   /** Polls for new revocations when the last poll is older than ttlMs (one small indexed SELECT). */
   async fresh(): Promise<void> {
-    if (Date.now() - this.#polledAt > this.ttlMs) await this.poll();
+    if (this.stale()) await this.poll();
+  }
+
+  /** Whether fresh() would poll now. */
+  stale(): boolean {
+    return Date.now() - this.#polledAt > this.ttlMs;
   }
 
   poll(): Promise<void> {

@@ -17,7 +17,21 @@ export function promMetrics(): Metrics & { registry: client.Registry } {
   const registry = new client.Registry();
   const counter = (name: string, help: string, labelNames: string[]) => {
     const c = new client.Counter({ name, help, labelNames, registers: [registry] });
-    return { inc: (l: Labels, n = 1) => c.inc(l, n) };
+    // Each label set's child, found by its values: labels are hashed and checked once per set,
+    // not on every increment (a chat call increments a few counters).
+    const children = new Map<string, client.Counter.Internal>();
+    return {
+      inc(l: Labels, n = 1) {
+        let key = '';
+        for (const k of labelNames) key += `${l[k] ?? ''}\u0001`;
+        let child = children.get(key);
+        if (!child) {
+          child = c.labels(l as Record<string, string>);
+          if (children.size < 10_000) children.set(key, child);
+        }
+        child.inc(n);
+      },
+    };
   };
   const histogram = (name: string, help: string, labelNames: string[], buckets: number[]) => {
     const h = new client.Histogram({ name, help, labelNames, buckets, registers: [registry] });

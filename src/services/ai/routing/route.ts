@@ -56,7 +56,23 @@ export function candidatesOf(gw: GatewayContext, model: ModelDef): Upstream[] {
   return out;
 }
 
+/** Targets by gateway, upstream and model: built once while the upstream (and the timeout) stay the same. */
+const targets = new WeakMap<GatewayContext, WeakMap<Upstream, Map<string, Target>>>();
+
 export function targetOf(gw: GatewayContext, u: Upstream, model: ModelDef): Target {
+  let byUpstream = targets.get(gw);
+  if (!byUpstream) targets.set(gw, (byUpstream = new WeakMap()));
+  let byModel = byUpstream.get(u);
+  if (!byModel) byUpstream.set(u, (byModel = new Map()));
+  const t = byModel.get(model.id);
+  const timeoutMs = u.timeoutMs ?? upstreamTimeoutMs(gw);
+  if (t && t.timeoutMs === timeoutMs && t.upstreamModel === (u.models.get(model.id) ?? model.upstream)) return t;
+  const made = makeTarget(gw, u, model);
+  if (byModel.size < 1000) byModel.set(model.id, made);
+  return made;
+}
+
+function makeTarget(gw: GatewayContext, u: Upstream, model: ModelDef): Target {
   const provider: ResolvedProvider = { slot: u.slot, apiKey: u.apiKey, baseUrl: u.baseUrl };
   return {
     upstream: u,
