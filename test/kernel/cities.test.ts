@@ -121,6 +121,21 @@ describe("reading a city's settings", () => {
     assert.equal(after.body.name, 'Settings');
   });
 
+  test('concurrent updates of different settings all land (none overwrites another with a stale copy)', async () => {
+    await admin.post('/v1/cities/create', { name: 'Race', city_id: 'set-race' });
+    const fields = ['user_rpm', 'user_tpm', 'city_rpm', 'city_tpm', 'user_concurrency'] as const;
+    for (let round = 1; round <= 3; round++) {
+      const rs = await Promise.all([
+        ...fields.map((f) => admin.post('/v1/cities/update', { city_id: 'set-race', limits: { [f]: round * 10 } })),
+        admin.post('/v1/cities/update', { city_id: 'set-race', user_budget: { credits: round * 100, period: 'day' } }),
+      ]);
+      for (const r of rs) assert.equal(r.status, 200, r.text);
+      const read = (await admin.get('/v1/cities/get?city_id=set-race')).body;
+      assert.deepEqual(read.limits, Object.fromEntries(fields.map((f) => [f, round * 10])), `round ${round}: every limit set`);
+      assert.deepEqual(read.user_budget, { credits: round * 100, period: 'day' });
+    }
+  });
+
   test("a bureau reads its own city's settings, not another's (403); a user token gains nothing", async () => {
     await admin.post('/v1/cities/update', { city_id: 'set-b', limits: { user_concurrency: 3 }, user_budget: { credits: 70, period: 'day' } });
     const bureauOf = async (city_id: string) => client(gw.url, (await admin.post('/v1/bureaus/create', { city_id, name: `${city_id} backend` })).body.bureau_token);

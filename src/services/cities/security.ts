@@ -2,7 +2,7 @@
 // a user's tokens, rotating the signing key.
 import { z } from 'zod';
 import { cityLimitsSchema, parseCitySettings, userBudgetSchema, type CitySettings } from '../../kernel/city-settings.ts';
-import { forbidden } from '../../kernel/errors.ts';
+import { forbidden, GatewayError } from '../../kernel/errors.ts';
 import { action } from '../../kernel/service.ts';
 import { userIdSchema } from './tokens.ts';
 import type { requireCity as RequireCity } from './index.ts';
@@ -10,6 +10,22 @@ import { getCity } from './store.ts';
 import { cityWithSettingsSchema, toCityWithSettings } from './view.ts';
 
 const cityRef = z.string().min(1).max(64);
+
+type SettingsChange = { limits?: CitySettings['limits'] | null; user_budget?: CitySettings['user_budget'] | null };
+
+/** The settings after an update: limits merged key by key (null = back to the env), the budget replaced. */
+function merged(current: CitySettings, input: SettingsChange): CitySettings {
+  const next: CitySettings = { ...current };
+  if (input.limits === null) delete next.limits;
+  else if (input.limits) {
+    const limits = { ...current.limits, ...input.limits };
+    for (const k of Object.keys(limits) as (keyof typeof limits)[]) if (limits[k] == null) delete limits[k];
+    next.limits = limits;
+  }
+  if (input.user_budget === null) delete next.user_budget;
+  else if (input.user_budget) next.user_budget = input.user_budget;
+  return next;
+}
 
 export function securityActions(requireCity: typeof RequireCity) {
   return {
@@ -26,26 +42,24 @@ export function securityActions(requireCity: typeof RequireCity) {
         user_budget: userBudgetSchema.nullable().optional(),
       }),
       handler: async ({ gateway, input }) => {
-        const row = await requireCity(gateway, input.city_id);
-        const current = parseCitySettings(row.settings);
-        const next: CitySettings = { ...current };
-        if (input.limits === null) delete next.limits;
-        else if (input.limits) {
-          const merged = { ...current.limits, ...input.limits };
-          for (const k of Object.keys(merged) as (keyof typeof merged)[]) if (merged[k] == null) delete merged[k];
-          next.limits = merged;
+        let row = await requireCity(gateway, input.city_id);
+        // Read, merge, write only if the settings are still what was read (else read again):
+        // concurrent updates of different fields, on any process, all land.
+        for (let attempt = 1; ; attempt++) {
+          const next = merged(parseCitySettings(row.settings), input);
+          const r = await gateway.db.kysely
+            .updateTable('cities')
+            .set({ settings: JSON.stringify(next), updated_at: Date.now(), ...(input.name ? { name: input.name } : {}) })
+            .where('city_id', '=', input.city_id)
+            .where('status', '!=', 'removed')
+            .where((eb) => (row.settings === null ? eb('settings', 'is', null) : eb('settings', '=', row.settings)))
+            .executeTakeFirst();
+          if (Number(r.numUpdatedRows) > 0) break;
+          if (attempt >= 20) throw new GatewayError(409, 'concurrent_update', 'The city kept changing under this update; try it again.');
+          row = await requireCity(gateway, input.city_id); // changed meanwhile (or removed: 404)
         }
-        if (input.user_budget === null) delete next.user_budget;
-        else if (input.user_budget) next.user_budget = input.user_budget;
-        const t = Date.now();
-        await gateway.db.kysely
-          .updateTable('cities')
-          .set({ settings: JSON.stringify(next), updated_at: t, ...(input.name ? { name: input.name } : {}) })
-          .where('city_id', '=', input.city_id)
-          .where('status', '!=', 'removed')
-          .execute();
         const after = (await getCity(gateway.db, input.city_id))!;
-        gateway.cities.set(after.city_id, after.status, next);
+        gateway.cities.set(after.city_id, after.status, parseCitySettings(after.settings));
         return toCityWithSettings(after);
       },
     }),
