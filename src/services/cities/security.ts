@@ -35,6 +35,7 @@ export function securityActions(requireCity: typeof RequireCity) {
       summary: 'Update a city: name, rate limits (override the RATE_LIMIT_* env keys; 0 = off, null = env) and a spending cap per user',
       description: 'Answers the city as `cities/get` does. To read the settings, call `cities/get`: an update always moves `updated_at`.',
       output: cityWithSettingsSchema,
+      errors: [409],
       input: z.object({
         city_id: cityRef,
         name: z.string().trim().min(1).max(200).optional(),
