@@ -26,15 +26,18 @@ import type { Identity } from './identity.ts';
 import type { RuntimeEnv } from './runtime-env.ts';
 import { sql } from 'kysely';
 import { CounterBatch } from './counter-batch.ts';
+import { TokenCounts } from './token-counts.ts';
 
 const WINDOW_MS = 60_000;
 /** Most request slots one claim takes (one UPSERT per this many requests at most). */
 const MAX_BLOCK = 100;
 const DEFAULT_GUEST_RPM = 60;
+const NO_LIMITS: CityLimits = {};
 /** In-flight counters untouched this long are stale (a process died mid-request). */
 const INFLIGHT_STALE_MS = 10 * 60_000;
 
 type Kind = 'requests' | 'tokens';
+const KINDS: readonly Kind[] = ['requests', 'tokens'];
 
 interface Counter {
   key: string;
@@ -64,18 +67,21 @@ export class RateLimiter {
   readonly db: Db;
   readonly env: RuntimeEnv;
   readonly cities: CityStatusCache;
-  /** key → `window start:limit` it is known to be over in (refused without a query). */
-  #over = new Map<string, string>();
+  /** key → the window and limit it is known to be over in (refused without a query). */
+  #over = new Map<string, { windowStart: number; limit: number }>();
   /** Request slots this process claimed and has not used yet, per counter key. */
   #slots = new Map<string, { windowStart: number; left: number; n: number; claiming: Promise<void> | null }>();
   #sweptAt = Date.now();
   #batch: CounterBatch;
+  #tokens: TokenCounts;
 
-  constructor(db: Db, env: RuntimeEnv, cities: CityStatusCache) {
+  /** writeThrough: no timers that outlive a request (a runtime without a graceful stop: Workers). */
+  constructor(db: Db, env: RuntimeEnv, cities: CityStatusCache, opts: { writeThrough?: boolean } = {}) {
     this.db = db;
     this.env = env;
     this.cities = cities;
     this.#batch = new CounterBatch(db);
+    this.#tokens = new TokenCounts(this.#batch, opts.writeThrough ?? false);
   }
 
   /** The client's IP: the socket's, or the TRUST_PROXY-th hop from the right of X-Forwarded-For. */
@@ -122,11 +128,18 @@ export class RateLimiter {
 
   /**
    * Counts the request against every limit that applies; throws 429 rate_limited when one is
-   * exceeded. Null when no limit applies.
+   * exceeded. Null when no limit applies. Answers without a promise when everything it needs is
+   * in memory (the city's settings, a claimed request slot per counter, fresh token counts):
+   * the caller awaits only when it gets a promise.
    */
-  async admit(identity: Identity, method: string, ipLimited: boolean, ip: () => string): Promise<Admission | null> {
+  admit(identity: Identity, method: string, ipLimited: boolean, ip: () => string): Admission | null | Promise<Admission | null> {
     // The city's limits, read once (from memory) for both the counters and the concurrency cap.
-    const limits = identity.kind === 'user' ? ((await this.cities.settings(identity.cityId)).limits ?? {}) : {};
+    let limits: CityLimits = NO_LIMITS;
+    if (identity.kind === 'user') {
+      const city = this.cities.peek(identity.cityId);
+      if (!city) return this.cities.settings(identity.cityId).then(() => this.admit(identity, method, ipLimited, ip));
+      limits = city.settings.limits ?? NO_LIMITS;
+    }
     const counters = this.#counters(identity, method, ipLimited, ip, limits);
     const maxInflight = this.#concurrency(identity, method, limits);
     if (counters.length === 0 && maxInflight === 0) return null;
@@ -136,43 +149,76 @@ export class RateLimiter {
 
     // Known over in this window: refuse from memory.
     for (const c of counters) {
-      if (this.#over.get(c.key) === `${windowStart}:${c.limit}`) throw this.#refuse(c, c.limit + 1, resetMs, counters);
+      const o = this.#over.get(c.key);
+      if (o && o.windowStart === windowStart && o.limit === c.limit) throw this.#refuse(c, c.limit + 1, resetMs, counters, []);
     }
-    const counted = await Promise.all(counters.map((c) => (c.kind === 'requests' ? this.#takeSlot(c, windowStart) : this.#batch.add(c.key, 0, windowStart))));
-    const counts = new Map(counters.map((c, i) => [c.key, counted[i]]));
-    for (const c of counters) {
-      const n = counts.get(c.key) ?? 0;
-      const over = c.kind === 'requests' ? n > c.limit : n >= c.limit;
-      if (over) {
+    // Each counter's count from memory when it can; the rest from the database.
+    const counts: number[] = new Array(counters.length);
+    let waits: Promise<void>[] | null = null;
+    for (let i = 0; i < counters.length; i++) {
+      const c = counters[i];
+      const n = c.kind === 'requests' ? this.#slotNow(c, windowStart) : this.#tokens.peek(c.key, windowStart, now);
+      if (n !== undefined) counts[i] = n;
+      else (waits ??= []).push((c.kind === 'requests' ? this.#takeSlot(c, windowStart) : this.#tokens.read(c.key, windowStart)).then((n) => void (counts[i] = n)));
+    }
+    if (waits || maxInflight > 0) {
+      return (async () => {
+        if (waits) await Promise.all(waits);
+        this.#decide(counters, counts, windowStart, resetMs);
+        const inflightKey = maxInflight > 0 && identity.kind === 'user' ? await this.#enter(identity, maxInflight, now) : null;
+        return { headers: this.#headers(counters, counts, resetMs), inflightKey };
+      })();
+    }
+    this.#decide(counters, counts, windowStart, resetMs);
+    return { headers: this.#headers(counters, counts, resetMs), inflightKey: null };
+  }
+
+  /** Throws 429 when a count is over its limit (and remembers it: later calls are refused from memory). */
+  #decide(counters: Counter[], counts: number[], windowStart: number, resetMs: number): void {
+    for (let i = 0; i < counters.length; i++) {
+      const c = counters[i];
+      const n = counts[i];
+      if (c.kind === 'requests' ? n > c.limit : n >= c.limit) {
         if (this.#over.size > 100_000) this.#over.clear();
-        this.#over.set(c.key, `${windowStart}:${c.limit}`);
+        this.#over.set(c.key, { windowStart, limit: c.limit });
         throw this.#refuse(c, n, resetMs, counters, counts);
       }
     }
-    this.#sweep(now);
+    this.#sweep(Date.now());
+  }
 
-    let inflightKey: string | null = null;
-    if (maxInflight > 0 && identity.kind === 'user') {
-      inflightKey = `inflight:${identity.cityId}\x1f${identity.userId}`;
-      const [row] = await this.db.kysely
-        .insertInto('rate_counters')
-        .values({ key: inflightKey, window_start: now, n: 1 })
-        .onConflict((oc) =>
-          oc.column('key').doUpdateSet({
-            n: sql<number>`CASE WHEN rate_counters.window_start < ${now - INFLIGHT_STALE_MS} THEN 1 ELSE rate_counters.n + 1 END`,
-            window_start: sql<number>`excluded.window_start`,
-          }),
-        )
-        .returning('n')
-        .execute();
-      if (Number(row.n) > maxInflight) {
-        await this.release(inflightKey);
-        throw new GatewayError(429, 'rate_limited', `Too many requests in flight for this user (at most ${maxInflight}). Retry when one has finished.`, {
-          headers: { 'retry-after': '1' },
-        });
-      }
+  /** Counts the request in flight for its user; throws 429 over the cap. The key to release. */
+  async #enter(identity: Identity & { kind: 'user' }, maxInflight: number, now: number): Promise<string> {
+    const inflightKey = `inflight:${identity.cityId}\x1f${identity.userId}`;
+    const [row] = await this.db.kysely
+      .insertInto('rate_counters')
+      .values({ key: inflightKey, window_start: now, n: 1 })
+      .onConflict((oc) =>
+        oc.column('key').doUpdateSet({
+          n: sql<number>`CASE WHEN rate_counters.window_start < ${now - INFLIGHT_STALE_MS} THEN 1 ELSE rate_counters.n + 1 END`,
+          window_start: sql<number>`excluded.window_start`,
+        }),
+      )
+      .returning('n')
+      .execute();
+    if (Number(row.n) > maxInflight) {
+      await this.release(inflightKey);
+      throw new GatewayError(429, 'rate_limited', `Too many requests in flight for this user (at most ${maxInflight}). Retry when one has finished.`, {
+        headers: { 'retry-after': '1' },
+      });
     }
-    return { headers: this.#headers(counters, counts, resetMs), inflightKey };
+    return inflightKey;
+  }
+
+  /** A request slot from this process's claimed block, if one is left; undefined: call #takeSlot. */
+  #slotNow(c: Counter, windowStart: number): number | undefined {
+    const s = this.#slots.get(c.key);
+    if (!s || s.windowStart !== windowStart || s.claiming) return undefined;
+    if (s.left > 0) {
+      s.left--;
+      return s.n - s.left;
+    }
+    return s.n >= c.limit ? s.n + 1 : undefined; // this window's slots are all claimed: refused
   }
 
   /**
@@ -223,41 +269,47 @@ export class RateLimiter {
   /**
    * Adds the tokens a call actually used (input + output, from its meter record) to the token
    * counters of its user and city, in the current window. Runs after the call, off its path.
+   * The promise, when there is one, is the write to keep alive (gw.waitUntil): null when the
+   * tokens go out with a write already scheduled, or when no token limit applies.
    */
-  async countTokens(r: { identity: string; city_id: string | null; user_id: string | null; input_tokens: number; output_tokens: number }): Promise<void> {
+  countTokens(r: { identity: string; city_id: string | null; user_id: string | null; input_tokens: number; output_tokens: number }): Promise<void> | null {
     const tokens = Math.round((r.input_tokens || 0) + (r.output_tokens || 0));
-    if (r.identity !== 'user' || !r.city_id || !r.user_id || tokens <= 0) return;
-    const l = (await this.cities.settings(r.city_id)).limits ?? {};
-    const keys: string[] = [];
-    if ((l.user_tpm != null ? l.user_tpm : limitOf(this.env.get('RATE_LIMIT_USER_TPM'))) > 0) keys.push(`u:${r.city_id}\x1f${r.user_id}:tpm`);
-    if ((l.city_tpm != null ? l.city_tpm : limitOf(this.env.get('RATE_LIMIT_CITY_TPM'))) > 0) keys.push(`c:${r.city_id}:tpm`);
-    if (keys.length === 0) return;
+    if (r.identity !== 'user' || !r.city_id || !r.user_id || tokens <= 0) return null;
+    const city = this.cities.peek(r.city_id);
+    if (!city) return this.cities.settings(r.city_id).then(() => this.countTokens(r) ?? undefined);
+    const l = city.settings.limits ?? NO_LIMITS;
     const now = Date.now();
     const windowStart = now - (now % WINDOW_MS);
-    await Promise.all(keys.map((key) => this.#batch.add(key, tokens, windowStart)));
+    let user: Promise<void> | null = null;
+    let whole: Promise<void> | null = null;
+    if ((l.user_tpm != null ? l.user_tpm : limitOf(this.env.get('RATE_LIMIT_USER_TPM'))) > 0) user = this.#tokens.add(`u:${r.city_id}\x1f${r.user_id}:tpm`, tokens, windowStart);
+    if ((l.city_tpm != null ? l.city_tpm : limitOf(this.env.get('RATE_LIMIT_CITY_TPM'))) > 0) whole = this.#tokens.add(`c:${r.city_id}:tpm`, tokens, windowStart);
+    return user && whole ? Promise.all([user, whole]).then(() => {}) : (user ?? whole);
   }
 
-  #headers(counters: Counter[], counts: Map<string, number>, resetMs: number): Record<string, string> {
+  /** The x-ratelimit-* headers: per kind, the tightest limit (the one with the least remaining). */
+  #headers(counters: Counter[], counts: number[], resetMs: number): Record<string, string> {
     const h: Record<string, string> = {};
-    for (const kind of ['requests', 'tokens'] as const) {
-      // The tightest limit of each kind: the one with the least remaining.
-      let best: { limit: number; remaining: number } | null = null;
-      for (const c of counters) {
+    let reset: string | null = null;
+    for (const kind of KINDS) {
+      let limit = 0;
+      let remaining = -1;
+      for (let i = 0; i < counters.length; i++) {
+        const c = counters[i];
         if (c.kind !== kind) continue;
-        const remaining = Math.max(0, c.limit - (counts.get(c.key) ?? 0));
-        if (!best || remaining < best.remaining) best = { limit: c.limit, remaining };
+        const left = Math.max(0, c.limit - (counts[i] ?? 0));
+        if (remaining < 0 || left < remaining) (limit = c.limit), (remaining = left);
       }
-      if (!best) continue;
-      h[`x-ratelimit-limit-${kind}`] = String(best.limit);
-      h[`x-ratelimit-remaining-${kind}`] = String(best.remaining);
-      h[`x-ratelimit-reset-${kind}`] = resetIn(resetMs);
+      if (remaining < 0) continue;
+      h[`x-ratelimit-limit-${kind}`] = String(limit);
+      h[`x-ratelimit-remaining-${kind}`] = String(remaining);
+      h[`x-ratelimit-reset-${kind}`] = reset ??= resetIn(resetMs);
     }
     return h;
   }
 
-  #refuse(c: Counter, n: number, resetMs: number, counters: Counter[], counts = new Map<string, number>()): GatewayError {
-    const all = new Map(counts);
-    all.set(c.key, n);
+  #refuse(c: Counter, n: number, resetMs: number, counters: Counter[], counts: number[]): GatewayError {
+    const all = counters.map((d, i) => (d === c ? n : counts[i]));
     const headers = { 'retry-after': String(Math.max(1, Math.ceil(resetMs / 1000))), ...this.#headers(counters, all, resetMs) };
     const who = c.key.startsWith('ip:') ? 'this client address' : c.key.startsWith('c:') ? 'this city' : 'this user';
     const unit = c.kind === 'requests' ? 'requests' : 'tokens';
