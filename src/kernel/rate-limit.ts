@@ -38,6 +38,10 @@ const INFLIGHT_STALE_MS = 10 * 60_000;
 
 type Kind = 'requests' | 'tokens';
 const KINDS: readonly Kind[] = ['requests', 'tokens'];
+const HEADER_NAMES = {
+  requests: ['x-ratelimit-limit-requests', 'x-ratelimit-remaining-requests', 'x-ratelimit-reset-requests'],
+  tokens: ['x-ratelimit-limit-tokens', 'x-ratelimit-remaining-tokens', 'x-ratelimit-reset-tokens'],
+} as const;
 
 interface Counter {
   key: string;
@@ -301,9 +305,10 @@ export class RateLimiter {
         if (remaining < 0 || left < remaining) (limit = c.limit), (remaining = left);
       }
       if (remaining < 0) continue;
-      h[`x-ratelimit-limit-${kind}`] = String(limit);
-      h[`x-ratelimit-remaining-${kind}`] = String(remaining);
-      h[`x-ratelimit-reset-${kind}`] = reset ??= resetIn(resetMs);
+      const names = HEADER_NAMES[kind];
+      h[names[0]] = String(limit);
+      h[names[1]] = String(remaining);
+      h[names[2]] = reset ??= resetIn(resetMs);
     }
     return h;
   }
