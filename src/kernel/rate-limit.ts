@@ -8,16 +8,21 @@
 //   RATE_LIMIT_USER_CONCURRENCY  requests in flight per user
 //   RATE_LIMIT_GUEST_RPM         per client IP on login, OAuth start/result and checkout (default 60)
 //
-// Cost on the hot path, and its bound: nothing at all unless a limit applies to the request.
+// Cost on the hot path, and its bound: nothing at all unless a limit applies to the request,
+// and otherwise, most of the time, no database statement and no promise: admit answers from
+// memory (the caller awaits only when it gets a promise).
 // Request counters are claimed in blocks: one UPSERT adds B to the window's count and this
 // process then admits up to B requests from memory (B = a quarter of what is left of the limit,
-// at most MAX_BLOCK; 1 when few are left, so a limit of 5 is counted request by request). The
-// count in the database is therefore never below what was admitted, across every process:
-// never more than the limit is served. Unused claimed slots die with the window, so other
-// processes can be refused up to B per process early. A subject already over its limit in this
-// window is refused from memory without touching the database. Token counters are added after
-// the call (what was actually used) and read at each admission (batched per loop turn with every
-// other counter of the process), so every process sees the same count.
+// at most MAX_BLOCK; 1 when few are left, so a limit of 5 is counted request by request). A block
+// of at least PREFETCH_FROM slots claims the next one when a quarter of it is left, so requests
+// do not wait for the claim. The count in the database is therefore never below what was
+// admitted, across every process: never more than the limit is served. Unused claimed slots die
+// with the window, so other processes can be refused up to 1.25 B per process early. A subject
+// already over its limit in this window is refused from memory without touching the database.
+// Token counters count the tokens calls actually used, written every 100 ms and read at most
+// every 100 ms per key (token-counts.ts): this process's own tokens count at once, another
+// process's within 100 ms of their write (200 ms of the call). On Workers each call's tokens are
+// written in its own background work (no timer outlives a request).
 import type { Db } from '../db/database.ts';
 import type { CityLimits } from './city-settings.ts';
 import type { CityStatusCache } from './city-status.ts';
@@ -31,6 +36,8 @@ import { TokenCounts } from './token-counts.ts';
 const WINDOW_MS = 60_000;
 /** Most request slots one claim takes (one UPSERT per this many requests at most). */
 const MAX_BLOCK = 100;
+/** Blocks of at least this many slots claim the next one early (near the limit, none is claimed ahead). */
+const PREFETCH_FROM = 8;
 const DEFAULT_GUEST_RPM = 60;
 const NO_LIMITS: CityLimits = {};
 /** In-flight counters untouched this long are stale (a process died mid-request). */
@@ -48,6 +55,17 @@ interface Counter {
   kind: Kind;
   limit: number;
   add: number;
+}
+
+/** This process's claimed request slots of one counter in one window. */
+interface Slots {
+  windowStart: number;
+  /** Slots claimed and not used yet; the last one is numbered n (the count it stands for). */
+  left: number;
+  n: number;
+  /** The next block is claimed when `left` comes down to this (0: only once none is left). */
+  low: number;
+  claiming: Promise<void> | null;
 }
 
 /** What a request was admitted with: the headers to send, and what to undo or count later. */
@@ -74,7 +92,7 @@ export class RateLimiter {
   /** key → the window and limit it is known to be over in (refused without a query). */
   #over = new Map<string, { windowStart: number; limit: number }>();
   /** Request slots this process claimed and has not used yet, per counter key. */
-  #slots = new Map<string, { windowStart: number; left: number; n: number; claiming: Promise<void> | null }>();
+  #slots = new Map<string, Slots>();
   #sweptAt = Date.now();
   #batch: CounterBatch;
   #tokens: TokenCounts;
@@ -217,12 +235,9 @@ export class RateLimiter {
   /** A request slot from this process's claimed block, if one is left; undefined: call #takeSlot. */
   #slotNow(c: Counter, windowStart: number): number | undefined {
     const s = this.#slots.get(c.key);
-    if (!s || s.windowStart !== windowStart || s.claiming) return undefined;
-    if (s.left > 0) {
-      s.left--;
-      return s.n - s.left;
-    }
-    return s.n >= c.limit ? s.n + 1 : undefined; // this window's slots are all claimed: refused
+    if (!s || s.windowStart !== windowStart) return undefined;
+    if (s.left > 0) return this.#take(c, s);
+    return !s.claiming && s.n >= c.limit ? s.n + 1 : undefined; // this window's slots are all claimed: refused
   }
 
   /**
@@ -234,31 +249,51 @@ export class RateLimiter {
       let s = this.#slots.get(c.key);
       if (!s || s.windowStart !== windowStart) {
         if (this.#slots.size > 100_000) this.#slots.clear();
-        this.#slots.set(c.key, (s = { windowStart, left: 0, n: 0, claiming: null }));
+        this.#slots.set(c.key, (s = { windowStart, left: 0, n: 0, low: 0, claiming: null }));
       }
-      if (s.left > 0) {
-        s.left--;
-        return s.n - s.left;
-      }
+      if (s.left > 0) return this.#take(c, s);
       if (s.claiming) {
         await s.claiming;
         continue;
       }
       if (s.n >= c.limit) return s.n + 1; // this window's slots are all claimed
-      const block = Math.max(1, Math.min(MAX_BLOCK, Math.floor((c.limit - s.n) / 4)));
-      const state = s;
-      state.claiming = this.#batch.add(c.key, block, windowStart).then(
-        (after) => {
-          // Slots (after − block, after] are ours; those past the limit are not.
-          const got = Math.max(0, Math.min(block, c.limit - (after - block)));
-          state.n = after - block + got;
-          state.left += got;
-          if (got === 0) state.n = Math.max(state.n, after);
-        },
-      ).finally(() => (state.claiming = null));
-      await state.claiming;
-      if (state.left === 0) return Math.max(state.n, c.limit) + 1;
+      await this.#claim(c, s);
+      if (s.left === 0) return Math.max(s.n, c.limit) + 1;
     }
+  }
+
+  /** Uses one slot of the block; the next block is claimed when a quarter of this one is left. */
+  #take(c: Counter, s: Slots): number {
+    s.left--;
+    const n = s.n - s.left;
+    if (s.left === s.low && s.low > 0 && !s.claiming && s.n < c.limit) {
+      // In the background: the requests meanwhile keep taking from memory (errors surface on
+      // the claim made when the block runs out).
+      this.#claim(c, s).catch(() => {});
+    }
+    return n;
+  }
+
+  /** Claims the next block of slots: a quarter of what is left of the limit, at most MAX_BLOCK. */
+  #claim(c: Counter, s: Slots): Promise<void> {
+    const block = Math.max(1, Math.min(MAX_BLOCK, Math.floor((c.limit - s.n) / 4)));
+    s.claiming = this.#batch.add(c.key, block, s.windowStart).then(
+      (after) => {
+        // Slots (after − block, after] are ours; those past the limit are not. Slots left of the
+        // previous block count as just below them (what decides is only that none is past the limit).
+        const got = Math.max(0, Math.min(block, c.limit - (after - block)));
+        s.n = after - block + got;
+        s.left += got;
+        s.low = got >= PREFETCH_FROM ? Math.floor(got / 4) : 0;
+        if (got === 0) s.n = Math.max(s.n, after);
+        s.claiming = null;
+      },
+      (e: unknown) => {
+        s.claiming = null;
+        throw e;
+      },
+    );
+    return s.claiming;
   }
 
   /** Ends an in-flight request counted by admit. */
