@@ -1,8 +1,8 @@
 // Token counters of the rate limits, without a statement per event-loop turn: the tokens calls
 // used wait in memory per counter key and go out every FLUSH_MS as one UPSERT … RETURNING per
 // key set (CounterBatch), and admissions read a per-key count that is at most REFRESH_MS old
-// (a plain SELECT when it is older; a write's RETURNING refreshes it too) plus this process's
-// own tokens not yet written. So this process sees its own tokens at once, and another
+// (a plain SELECT when it is older, started in the background from half that age on; a
+// write's RETURNING refreshes it too) plus this process's own tokens not yet written. So this process sees its own tokens at once, and another
 // process's (or replica's) within REFRESH_MS of their write, i.e. within FLUSH_MS + REFRESH_MS
 // of the call that used them.
 //
@@ -44,17 +44,28 @@ export class TokenCounts {
     this.writeThrough = writeThrough;
   }
 
-  /** The key's count in the window if known fresh enough; undefined: call read. */
+  /**
+   * The key's count in the window if known fresh enough; undefined: call read. Past half the
+   * refresh interval a read starts in the background, so a busy key is never waited for.
+   */
   peek(key: string, windowStart: number, now: number): number | undefined {
     const s = this.#states.get(key);
-    if (!s || s.windowStart !== windowStart || now - s.at >= REFRESH_MS) return undefined;
+    if (!s || s.windowStart !== windowStart) return undefined;
+    const age = now - s.at;
+    if (age >= REFRESH_MS) return undefined;
+    if (age >= REFRESH_MS / 2 && !s.reading) this.#refresh(s).catch(() => {}); // a failure shows on the next read
     return s.stored + s.unsent + s.sending;
   }
 
   /** The key's count in the window, read from the database (one read per key at a time). */
   async read(key: string, windowStart: number): Promise<number> {
     const s = this.#state(key, windowStart);
-    s.reading ??= this.batch.add(key, 0, s.windowStart).then(
+    await this.#refresh(s);
+    return s.stored + s.unsent + s.sending;
+  }
+
+  #refresh(s: State): Promise<void> {
+    return (s.reading ??= this.batch.add(s.key, 0, s.windowStart).then(
       (n) => {
         s.stored = Math.max(s.stored, n);
         s.at = Date.now();
@@ -64,9 +75,7 @@ export class TokenCounts {
         s.reading = null;
         throw e;
       },
-    );
-    await s.reading;
-    return s.stored + s.unsent + s.sending;
+    ));
   }
 
   /**
