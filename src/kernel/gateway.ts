@@ -93,7 +93,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
   const env = new RuntimeEnv(opts.db, opts.processEnv ?? {}, opts.envTtlMs);
   const keys = new KeyRing(opts.db);
   const cities = new CityStatusCache(opts.db);
-  const limits = new RateLimiter(opts.db, env, cities, { writeThrough: !config.gracefulStop });
+  const limits = new RateLimiter(opts.db, env, cities, { writeThrough: !config.gracefulStop, keepAlive: (p) => context.waitUntil(p) });
   const services = new Map<string, ServiceDef>();
   for (const s of opts.services) {
     if (!SERVICE_ID.test(s.id) || s.id === 'services') throw new Error(`invalid service id: ${s.id}`);

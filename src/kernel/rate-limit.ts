@@ -97,13 +97,20 @@ export class RateLimiter {
   #batch: CounterBatch;
   #tokens: TokenCounts;
 
-  /** writeThrough: no timers that outlive a request (a runtime without a graceful stop: Workers). */
-  constructor(db: Db, env: RuntimeEnv, cities: CityStatusCache, opts: { writeThrough?: boolean } = {}) {
+  #keepAlive: (p: Promise<unknown>) => void;
+
+  /**
+   * writeThrough: no timers that outlive a request (a runtime without a graceful stop: Workers).
+   * keepAlive: the runtime's hold on work started in the background (gw.waitUntil: on Workers,
+   * the current request's), which also logs its failures.
+   */
+  constructor(db: Db, env: RuntimeEnv, cities: CityStatusCache, opts: { writeThrough?: boolean; keepAlive?: (p: Promise<unknown>) => void } = {}) {
     this.db = db;
     this.env = env;
     this.cities = cities;
     this.#batch = new CounterBatch(db);
-    this.#tokens = new TokenCounts(this.#batch, opts.writeThrough ?? false);
+    this.#keepAlive = opts.keepAlive ?? ((p) => void p.catch(() => {}));
+    this.#tokens = new TokenCounts(this.#batch, opts.writeThrough ?? false, this.#keepAlive);
   }
 
   /** The client's IP: the socket's, or the TRUST_PROXY-th hop from the right of X-Forwarded-For. */
@@ -267,9 +274,8 @@ export class RateLimiter {
     s.left--;
     const n = s.n - s.left;
     if (s.left === s.low && s.low > 0 && !s.claiming && s.n < c.limit) {
-      // In the background: the requests meanwhile keep taking from memory (errors surface on
-      // the claim made when the block runs out).
-      this.#claim(c, s).catch(() => {});
+      // In the background: the requests meanwhile keep taking from memory.
+      this.#keepAlive(this.#claim(c, s));
     }
     return n;
   }

@@ -38,10 +38,13 @@ export class TokenCounts {
   /** States with unsent tokens (an older window's too: each is written to its own window). */
   #dirty: State[] = [];
   #timer: Promise<void> | null = null;
+  #keepAlive: (p: Promise<unknown>) => void;
 
-  constructor(batch: CounterBatch, writeThrough: boolean) {
+  /** keepAlive: the runtime's hold on a read started in the background (gw.waitUntil). */
+  constructor(batch: CounterBatch, writeThrough: boolean, keepAlive: (p: Promise<unknown>) => void) {
     this.batch = batch;
     this.writeThrough = writeThrough;
+    this.#keepAlive = keepAlive;
   }
 
   /**
@@ -53,7 +56,7 @@ export class TokenCounts {
     if (!s || s.windowStart !== windowStart) return undefined;
     const age = now - s.at;
     if (age >= REFRESH_MS) return undefined;
-    if (age >= REFRESH_MS / 2 && !s.reading) this.#refresh(s).catch(() => {}); // a failure shows on the next read
+    if (age >= REFRESH_MS / 2 && !s.reading) this.#keepAlive(this.#refresh(s));
     return s.stored + s.unsent + s.sending;
   }
 
