@@ -54,7 +54,15 @@ interface Counter {
   key: string;
   kind: Kind;
   limit: number;
-  add: number;
+}
+
+interface UserKeys {
+  userRpm: string;
+  userTpm: string;
+  cityRpm: string;
+  cityTpm: string;
+  /** The counters of the user's last request and the limits they were built for (never changed: shared). */
+  last?: { urpm: number; crpm: number; utpm: number; ctpm: number; counters: readonly Counter[] };
 }
 
 /** This process's claimed request slots of one counter in one window. */
@@ -94,6 +102,8 @@ export class RateLimiter {
   /** Request slots this process claimed and has not used yet, per counter key. */
   #slots = new Map<string, Slots>();
   #sweptAt = Date.now();
+  /** city → user → its counter keys. */
+  #keys = new Map<string, Map<string, UserKeys>>();
   #batch: CounterBatch;
   #tokens: TokenCounts;
 
@@ -125,12 +135,12 @@ export class RateLimiter {
   }
 
   /** The counters that apply to one request (none: the request costs nothing here). */
-  #counters(identity: Identity, method: string, ipLimited: boolean, ip: () => string, l: CityLimits): Counter[] {
+  #counters(identity: Identity, method: string, ipLimited: boolean, ip: () => string, l: CityLimits): readonly Counter[] {
     const out: Counter[] = [];
     if (ipLimited) {
       const v = this.env.get('RATE_LIMIT_GUEST_RPM');
       const rpm = v === undefined ? DEFAULT_GUEST_RPM : limitOf(v);
-      if (rpm > 0) out.push({ key: `ip:${ip()}`, kind: 'requests', limit: rpm, add: 1 });
+      if (rpm > 0) out.push({ key: `ip:${ip()}`, kind: 'requests', limit: rpm });
     }
     if (identity.kind === 'user' && method === 'POST') {
       const pick = (own: number | null | undefined, envKey: string) => (own != null ? own : limitOf(this.env.get(envKey)));
@@ -139,15 +149,37 @@ export class RateLimiter {
       const utpm = pick(l.user_tpm, 'RATE_LIMIT_USER_TPM');
       const ctpm = pick(l.city_tpm, 'RATE_LIMIT_CITY_TPM');
       if (urpm <= 0 && crpm <= 0 && utpm <= 0 && ctpm <= 0) return out; // no limit: no keys to build
-      // \x1f (unit separator) between city and user: PostgreSQL text cannot hold \0.
-      const user = `u:${identity.cityId}\x1f${identity.userId}`;
-      const city = `c:${identity.cityId}`;
-      if (urpm > 0) out.push({ key: `${user}:rpm`, kind: 'requests', limit: urpm, add: 1 });
-      if (crpm > 0) out.push({ key: `${city}:rpm`, kind: 'requests', limit: crpm, add: 1 });
-      if (utpm > 0) out.push({ key: `${user}:tpm`, kind: 'tokens', limit: utpm, add: 0 });
-      if (ctpm > 0) out.push({ key: `${city}:tpm`, kind: 'tokens', limit: ctpm, add: 0 });
+      const k = this.#keysOf(identity.cityId, identity.userId);
+      // The same limits as this user's last request (the usual case): the same counters.
+      const last = k.last;
+      if (out.length === 0 && last && last.urpm === urpm && last.crpm === crpm && last.utpm === utpm && last.ctpm === ctpm) return last.counters;
+      if (urpm > 0) out.push({ key: k.userRpm, kind: 'requests', limit: urpm });
+      if (crpm > 0) out.push({ key: k.cityRpm, kind: 'requests', limit: crpm });
+      if (utpm > 0) out.push({ key: k.userTpm, kind: 'tokens', limit: utpm });
+      if (ctpm > 0) out.push({ key: k.cityTpm, kind: 'tokens', limit: ctpm });
+      if (!ipLimited) k.last = { urpm, crpm, utpm, ctpm, counters: out };
     }
     return out;
+  }
+
+  /**
+   * The counter keys of a user and its city, built once (a key built per request is a new string
+   * to hash at every map lookup).
+   */
+  #keysOf(cityId: string, userId: string): UserKeys {
+    let byUser = this.#keys.get(cityId);
+    if (!byUser) {
+      if (this.#keys.size > 10_000) this.#keys.clear();
+      this.#keys.set(cityId, (byUser = new Map()));
+    }
+    let k = byUser.get(userId);
+    if (!k) {
+      if (byUser.size > 10_000) byUser.clear();
+      // \x1f (unit separator) between city and user: PostgreSQL text cannot hold \0.
+      const user = `u:${cityId}\x1f${userId}`;
+      byUser.set(userId, (k = { userRpm: `${user}:rpm`, userTpm: `${user}:tpm`, cityRpm: `c:${cityId}:rpm`, cityTpm: `c:${cityId}:tpm` }));
+    }
+    return k;
   }
 
   #concurrency(identity: Identity, method: string, limits: { user_concurrency?: number | null }): number {
@@ -177,9 +209,11 @@ export class RateLimiter {
     const resetMs = windowStart + WINDOW_MS - now;
 
     // Known over in this window: refuse from memory.
-    for (const c of counters) {
-      const o = this.#over.get(c.key);
-      if (o && o.windowStart === windowStart && o.limit === c.limit) throw this.#refuse(c, c.limit + 1, resetMs, counters, []);
+    if (this.#over.size > 0) {
+      for (const c of counters) {
+        const o = this.#over.get(c.key);
+        if (o && o.windowStart === windowStart && o.limit === c.limit) throw this.#refuse(c, c.limit + 1, resetMs, counters, []);
+      }
     }
     // Each counter's count from memory when it can; the rest from the database.
     const counts: number[] = new Array(counters.length);
@@ -203,7 +237,7 @@ export class RateLimiter {
   }
 
   /** Throws 429 when a count is over its limit (and remembers it: later calls are refused from memory). */
-  #decide(counters: Counter[], counts: number[], windowStart: number, resetMs: number): void {
+  #decide(counters: readonly Counter[], counts: number[], windowStart: number, resetMs: number): void {
     for (let i = 0; i < counters.length; i++) {
       const c = counters[i];
       const n = counts[i];
@@ -327,13 +361,13 @@ export class RateLimiter {
     const windowStart = now - (now % WINDOW_MS);
     let user: Promise<void> | null = null;
     let whole: Promise<void> | null = null;
-    if ((l.user_tpm != null ? l.user_tpm : limitOf(this.env.get('RATE_LIMIT_USER_TPM'))) > 0) user = this.#tokens.add(`u:${r.city_id}\x1f${r.user_id}:tpm`, tokens, windowStart);
-    if ((l.city_tpm != null ? l.city_tpm : limitOf(this.env.get('RATE_LIMIT_CITY_TPM'))) > 0) whole = this.#tokens.add(`c:${r.city_id}:tpm`, tokens, windowStart);
+    if ((l.user_tpm != null ? l.user_tpm : limitOf(this.env.get('RATE_LIMIT_USER_TPM'))) > 0) user = this.#tokens.add(this.#keysOf(r.city_id, r.user_id).userTpm, tokens, windowStart);
+    if ((l.city_tpm != null ? l.city_tpm : limitOf(this.env.get('RATE_LIMIT_CITY_TPM'))) > 0) whole = this.#tokens.add(this.#keysOf(r.city_id, r.user_id).cityTpm, tokens, windowStart);
     return user && whole ? Promise.all([user, whole]).then(() => {}) : (user ?? whole);
   }
 
   /** The x-ratelimit-* headers: per kind, the tightest limit (the one with the least remaining). */
-  #headers(counters: Counter[], counts: number[], resetMs: number): Record<string, string> {
+  #headers(counters: readonly Counter[], counts: number[], resetMs: number): Record<string, string> {
     const h: Record<string, string> = {};
     let reset: string | null = null;
     for (const kind of KINDS) {
@@ -354,7 +388,7 @@ export class RateLimiter {
     return h;
   }
 
-  #refuse(c: Counter, n: number, resetMs: number, counters: Counter[], counts: number[]): GatewayError {
+  #refuse(c: Counter, n: number, resetMs: number, counters: readonly Counter[], counts: number[]): GatewayError {
     const all = counters.map((d, i) => (d === c ? n : counts[i]));
     const headers = { 'retry-after': String(Math.max(1, Math.ceil(resetMs / 1000))), ...this.#headers(counters, all, resetMs) };
     const who = c.key.startsWith('ip:') ? 'this client address' : c.key.startsWith('c:') ? 'this city' : 'this user';
