@@ -44,16 +44,12 @@ const NO_LIMITS: CityLimits = {};
 const INFLIGHT_STALE_MS = 10 * 60_000;
 
 type Kind = 'requests' | 'tokens';
-const KINDS: readonly Kind[] = ['requests', 'tokens'];
-const HEADER_NAMES = {
-  requests: ['x-ratelimit-limit-requests', 'x-ratelimit-remaining-requests', 'x-ratelimit-reset-requests'],
-  tokens: ['x-ratelimit-limit-tokens', 'x-ratelimit-remaining-tokens', 'x-ratelimit-reset-tokens'],
-} as const;
 
 interface Counter {
   key: string;
   kind: Kind;
   limit: number;
+  limitText?: string;
 }
 
 interface UserKeys {
@@ -61,7 +57,7 @@ interface UserKeys {
   userTpm: string;
   cityRpm: string;
   cityTpm: string;
-  /** The counters of the user's last request and the limits they were built for (never changed: shared). */
+  /** The counters of the user's last request and the limits they were built for (shared: only limitText is ever set). */
   last?: { urpm: number; crpm: number; utpm: number; ctpm: number; counters: readonly Counter[] };
 }
 
@@ -90,7 +86,15 @@ function limitOf(v: string | undefined): number {
 
 /** OpenAI's reset format: "1s", "59s", "20ms". */
 function resetIn(ms: number): string {
-  return ms < 1000 ? `${Math.max(0, Math.ceil(ms))}ms` : `${Math.ceil(ms / 1000)}s`;
+  if (ms < 1000) return `${Math.max(0, Math.ceil(ms))}ms`;
+  const s = Math.ceil(ms / 1000);
+  return (SECONDS[s] ??= `${s}s`);
+}
+const SECONDS: string[] = [];
+
+/** A counter's limit as header text, converted once (counters are reused across requests). */
+function limitText(c: Counter): string {
+  return (c.limitText ??= String(c.limit));
 }
 
 export class RateLimiter {
@@ -368,22 +372,25 @@ export class RateLimiter {
 
   /** The x-ratelimit-* headers: per kind, the tightest limit (the one with the least remaining). */
   #headers(counters: readonly Counter[], counts: number[], resetMs: number): Record<string, string> {
-    const h: Record<string, string> = {};
-    let reset: string | null = null;
-    for (const kind of KINDS) {
-      let limit = 0;
-      let remaining = -1;
-      for (let i = 0; i < counters.length; i++) {
-        const c = counters[i];
-        if (c.kind !== kind) continue;
-        const left = Math.max(0, c.limit - (counts[i] ?? 0));
-        if (remaining < 0 || left < remaining) (limit = c.limit), (remaining = left);
-      }
-      if (remaining < 0) continue;
-      const names = HEADER_NAMES[kind];
-      h[names[0]] = String(limit);
-      h[names[1]] = String(remaining);
-      h[names[2]] = reset ??= resetIn(resetMs);
+    let requests: Counter | null = null;
+    let tokens: Counter | null = null;
+    let rLeft = 0;
+    let tLeft = 0;
+    for (let i = 0; i < counters.length; i++) {
+      const c = counters[i];
+      const left = Math.max(0, c.limit - (counts[i] ?? 0));
+      if (c.kind === 'requests') {
+        if (!requests || left < rLeft) (requests = c), (rLeft = left);
+      } else if (!tokens || left < tLeft) (tokens = c), (tLeft = left);
+    }
+    const reset = resetIn(resetMs);
+    const h: Record<string, string> = requests
+      ? { 'x-ratelimit-limit-requests': limitText(requests), 'x-ratelimit-remaining-requests': String(rLeft), 'x-ratelimit-reset-requests': reset }
+      : {};
+    if (tokens) {
+      h['x-ratelimit-limit-tokens'] = limitText(tokens);
+      h['x-ratelimit-remaining-tokens'] = String(tLeft);
+      h['x-ratelimit-reset-tokens'] = reset;
     }
     return h;
   }
