@@ -69,6 +69,8 @@ interface Slots {
   n: number;
   /** The next block is claimed when `left` comes down to this (0: only once none is left). */
   low: number;
+  /** A claim got no slot: the limit is reached in this window. */
+  full: boolean;
   claiming: Promise<void> | null;
 }
 
@@ -282,7 +284,7 @@ export class RateLimiter {
     const s = this.#slots.get(c.key);
     if (!s || s.windowStart !== windowStart) return undefined;
     if (s.left > 0) return this.#take(c, s);
-    return !s.claiming && s.n >= c.limit ? s.n + 1 : undefined; // this window's slots are all claimed: refused
+    return !s.claiming && (s.full || s.n >= c.limit) ? Math.max(s.n, c.limit) + 1 : undefined; // this window's slots are all claimed: refused
   }
 
   /**
@@ -294,16 +296,15 @@ export class RateLimiter {
       let s = this.#slots.get(c.key);
       if (!s || s.windowStart !== windowStart) {
         if (this.#slots.size > 100_000) this.#slots.clear();
-        this.#slots.set(c.key, (s = { windowStart, left: 0, n: 0, low: 0, claiming: null }));
+        this.#slots.set(c.key, (s = { windowStart, left: 0, n: 0, low: 0, full: false, claiming: null }));
       }
       if (s.left > 0) return this.#take(c, s);
       if (s.claiming) {
         await s.claiming;
         continue;
       }
-      if (s.n >= c.limit) return s.n + 1; // this window's slots are all claimed
+      if (s.full || s.n >= c.limit) return Math.max(s.n, c.limit) + 1; // this window's slots are all claimed
       await this.#claim(c, s);
-      if (s.left === 0) return Math.max(s.n, c.limit) + 1;
     }
   }
 
@@ -311,7 +312,7 @@ export class RateLimiter {
   #take(c: Counter, s: Slots): number {
     s.left--;
     const n = s.n - s.left;
-    if (s.left === s.low && s.low > 0 && !s.claiming && s.n < c.limit) {
+    if (s.left === s.low && s.low > 0 && !s.claiming && !s.full && s.n < c.limit) {
       // In the background: the requests meanwhile keep taking from memory.
       this.#keepAlive(this.#claim(c, s));
     }
@@ -326,10 +327,10 @@ export class RateLimiter {
         // Slots (after − block, after] are ours; those past the limit are not. Slots left of the
         // previous block count as just below them (what decides is only that none is past the limit).
         const got = Math.max(0, Math.min(block, c.limit - (after - block)));
-        s.n = after - block + got;
+        if (got > 0) s.n = after - block + got;
+        else s.full = true; // the slots still held keep their numbers
         s.left += got;
         s.low = got >= PREFETCH_FROM ? Math.floor(got / 4) : 0;
-        if (got === 0) s.n = Math.max(s.n, after);
         s.claiming = null;
       },
       (e: unknown) => {
