@@ -48,6 +48,15 @@ export class CityStatusCache {
     return this.#put(cityId, row?.status ?? null, parseCitySettings(row?.settings));
   }
 
+  /**
+   * The city's status and settings when this process has them fresh in memory, else undefined
+   * (then ask get/settings): the hot path answers a cache hit without creating a promise.
+   */
+  peek(cityId: string): { readonly status: CityStatus | null; readonly settings: CitySettings } | undefined {
+    const hit = this.#cache.get(cityId);
+    return hit && Date.now() - hit.at < this.ttlMs ? hit : undefined;
+  }
+
   /** The status of a city, or null when no such city was ever created. */
   async get(cityId: string): Promise<CityStatus | null> {
     return (await this.#entry(cityId)).status;

@@ -2,9 +2,10 @@
 // the event loop goes out as ONE multi-row UPSERT … RETURNING (per window), and each caller
 // learns the count as of its own increment (the batch's total minus what came after it in the
 // batch). Exact across processes — the database adds atomically — while the hot path pays
-// one statement per loop turn instead of one per request.
-import { sql } from 'kysely';
-import type { Db } from '../db/database.ts';
+// one statement per loop turn instead of one per request. Statement texts are built once per
+// row count (compiling a Kysely query costs more than running it on SQLite).
+import { CompiledQuery, sql } from 'kysely';
+import { maxBoundParameters, type Db } from '../db/database.ts';
 
 interface Entry {
   add: number;
@@ -19,9 +20,14 @@ export class CounterBatch {
   /** window start → key → entry */
   #pending = new Map<number, Map<string, Entry>>();
   #scheduled = false;
+  /** Statement texts by row count (Kysely compiles each once), and rows per statement (D1: 100 parameters). */
+  #upserts = new Map<number, string>();
+  #selects = new Map<number, string>();
+  readonly #chunk: number;
 
   constructor(db: Db) {
     this.db = db;
+    this.#chunk = Math.min(100, Math.floor(maxBoundParameters(db.dialect) / 3));
   }
 
   /** Adds `add` to the key's counter of the window; resolves with the count including this add. */
@@ -46,27 +52,20 @@ export class CounterBatch {
     this.#scheduled = false;
     for (const [windowStart, byKey] of batches) {
       // Counters only read (an add of 0: token counts at admission) need no write transaction.
-      const reads = [...byKey].filter(([, e]) => e.add === 0);
+      const reads: [string, Entry][] = [];
+      const entries: [string, Entry][] = [];
+      for (const kv of byKey) (kv[1].add === 0 ? reads : entries).push(kv);
       if (reads.length > 0) await this.#read(windowStart, reads);
-      const entries = [...byKey].filter(([, e]) => e.add !== 0);
       if (entries.length === 0) continue;
       try {
-        const rows = await this.db.kysely
-          .insertInto('rate_counters')
-          .values(entries.map(([key, e]) => ({ key, window_start: windowStart, n: e.add })))
-          // A newer window starts the count afresh. A batch of an older window that reaches the
-          // row after a newer one has started (its window ended while it waited for the event loop
-          // or the database) is counted in the newer window: never a reset back to the old window,
-          // which would drop the newer window's count and let up to a whole limit more through.
-          .onConflict((oc) =>
-            oc.column('key').doUpdateSet({
-              n: sql<number>`CASE WHEN rate_counters.window_start >= excluded.window_start THEN rate_counters.n + excluded.n ELSE excluded.n END`,
-              window_start: sql<number>`CASE WHEN rate_counters.window_start > excluded.window_start THEN rate_counters.window_start ELSE excluded.window_start END`,
-            }),
-          )
-          .returning(['key', 'n'])
-          .execute();
-        const after = new Map(rows.map((r) => [r.key, Number(r.n)]));
+        const after = new Map<string, number>();
+        for (let at = 0; at < entries.length; at += this.#chunk) {
+          const part = entries.slice(at, at + this.#chunk);
+          const params: unknown[] = [];
+          for (const [key, e] of part) params.push(key, windowStart, e.add);
+          const { rows } = await this.db.kysely.executeQuery<{ key: string; n: number }>(CompiledQuery.raw(this.#upsertText(part.length), params));
+          for (const r of rows) after.set(r.key, Number(r.n));
+        }
         for (const [key, e] of entries) {
           // Hand out the counts in arrival order: the first waiter saw the count before the rest of the batch.
           let running = (after.get(key) ?? e.add) - e.add;
@@ -81,19 +80,58 @@ export class CounterBatch {
   /** Counts of keys only read: what the row holds for this window (or a later one), else 0. */
   async #read(windowStart: number, entries: [string, Entry][]): Promise<void> {
     try {
-      const rows = await this.db.kysely
-        .selectFrom('rate_counters')
-        .select(['key', 'n', 'window_start'])
-        .where(
-          'key',
-          'in',
-          entries.map(([key]) => key),
-        )
-        .execute();
-      const found = new Map(rows.map((r) => [r.key, Number(r.window_start) >= windowStart ? Number(r.n) : 0]));
+      const found = new Map<string, number>();
+      for (let at = 0; at < entries.length; at += this.#chunk * 3) {
+        const keys = entries.slice(at, at + this.#chunk * 3).map(([key]) => key);
+        const { rows } = await this.db.kysely.executeQuery<{ key: string; n: number; window_start: number }>(CompiledQuery.raw(this.#selectText(keys.length), keys));
+        for (const r of rows) found.set(r.key, Number(r.window_start) >= windowStart ? Number(r.n) : 0);
+      }
       for (const [key, e] of entries) for (const w of e.waiters) w.resolve(found.get(key) ?? 0);
     } catch (err) {
       for (const [, e] of entries) for (const w of e.waiters) w.reject(err);
     }
+  }
+
+  /**
+   * The UPSERT … RETURNING of n rows, built once per row count through Kysely (quoting,
+   * placeholders); its parameters are key, window start, add, row by row.
+   */
+  #upsertText(n: number): string {
+    let text = this.#upserts.get(n);
+    if (text === undefined) {
+      const q = this.db.kysely
+        .insertInto('rate_counters')
+        .values(Array.from({ length: n }, () => ({ key: '', window_start: 0, n: 0 })))
+        // A newer window starts the count afresh. A batch of an older window that reaches the
+        // row after a newer one has started (its window ended while it waited for the event loop
+        // or the database) is counted in the newer window: never a reset back to the old window,
+        // which would drop the newer window's count and let up to a whole limit more through.
+        .onConflict((oc) =>
+          oc.column('key').doUpdateSet({
+            n: sql<number>`CASE WHEN rate_counters.window_start >= excluded.window_start THEN rate_counters.n + excluded.n ELSE excluded.n END`,
+            window_start: sql<number>`CASE WHEN rate_counters.window_start > excluded.window_start THEN rate_counters.window_start ELSE excluded.window_start END`,
+          }),
+        )
+        .returning(['key', 'n'])
+        .compile();
+      if (q.parameters.length !== 3 * n) throw new Error('rate counters: unexpected parameter count');
+      this.#upserts.set(n, (text = q.sql));
+    }
+    return text;
+  }
+
+  /** The SELECT of n keys' counts, built once per key count. */
+  #selectText(n: number): string {
+    let text = this.#selects.get(n);
+    if (text === undefined) {
+      const q = this.db.kysely
+        .selectFrom('rate_counters')
+        .select(['key', 'n', 'window_start'])
+        .where('key', 'in', Array.from({ length: n }, () => ''))
+        .compile();
+      if (q.parameters.length !== n) throw new Error('rate counters: unexpected parameter count');
+      this.#selects.set(n, (text = q.sql));
+    }
+    return text;
   }
 }

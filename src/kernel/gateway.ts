@@ -99,7 +99,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
   const env = new RuntimeEnv(opts.db, opts.processEnv ?? {}, opts.envTtlMs);
   const keys = new KeyRing(opts.db);
   const cities = new CityStatusCache(opts.db);
-  const limits = new RateLimiter(opts.db, env, cities);
+  const limits = new RateLimiter(opts.db, env, cities, { writeThrough: !config.gracefulStop, keepAlive: (p) => context.waitUntil(p) });
   const services = new Map<string, ServiceDef>();
   for (const s of opts.services) {
     if (!SERVICE_ID.test(s.id) || s.id === 'services') throw new Error(`invalid service id: ${s.id}`);
@@ -150,7 +150,8 @@ export function createGateway(opts: GatewayOptions): Gateway {
   // Meter records also feed the token limits (tokens actually used), whether or not a usage
   // service is mounted to keep them: its sink is wrapped (everything else it offers, as is).
   const countTokens = (r: MeterRecord) => {
-    if (r.identity === 'user' && (r.input_tokens || r.output_tokens)) context.waitUntil(limits.countTokens(r));
+    const written = r.identity === 'user' && (r.input_tokens || r.output_tokens) ? limits.countTokens(r) : null;
+    if (written) context.waitUntil(written);
   };
   const tokenCounter: MeteringSink = { record: countTokens };
   const withTokenCounting = (sink: MeteringSink): MeteringSink =>
@@ -357,13 +358,14 @@ export function createGateway(opts: GatewayOptions): Gateway {
       throw new GatewayError(403, 'identity_not_allowed', `A ${identity.kind} credential cannot call this action.`);
     }
     if (identity.kind === 'user') {
-      const status = await cities.get(identity.cityId);
+      const status = cities.peek(identity.cityId)?.status ?? (await cities.get(identity.cityId));
       if (status === 'paused') throw new GatewayError(403, 'city_paused', 'This city is paused.');
       if (status !== 'active') throw new GatewayError(401, 'invalid_token', 'The city of this token no longer exists.');
     }
 
     // Rate limits: 429 before the body is read; the counters' state goes out as headers.
-    const admission = await limits.admit(identity, method, !!action.ipLimited, () => limits.clientIp(req, opts.socketIp?.(req, c.env) ?? null));
+    let admission = limits.admit(identity, method, !!action.ipLimited, () => limits.clientIp(req, opts.socketIp?.(req, c.env) ?? null));
+    if (admission instanceof Promise) admission = await admission; // only when a counter needed the database
     if (!admission) return run(c, action, id, restPath, identity, url);
     let res: Response;
     try {
@@ -439,11 +441,11 @@ export function createGateway(opts: GatewayOptions): Gateway {
 /** Adds headers to a response (a copy when its headers are immutable). */
 function withHeaders(res: Response, headers: Record<string, string>): Response {
   try {
-    for (const [k, v] of Object.entries(headers)) res.headers.set(k, v);
+    for (const k in headers) res.headers.set(k, headers[k]);
     return res;
   } catch {
     const copy = new Response(res.body, res);
-    for (const [k, v] of Object.entries(headers)) copy.headers.set(k, v);
+    for (const k in headers) copy.headers.set(k, headers[k]);
     return copy;
   }
 }

@@ -8,16 +8,21 @@
 //   RATE_LIMIT_USER_CONCURRENCY  requests in flight per user
 //   RATE_LIMIT_GUEST_RPM         per client IP on login, OAuth start/result and checkout (default 60)
 //
-// Cost on the hot path, and its bound: nothing at all unless a limit applies to the request.
+// Cost on the hot path, and its bound: nothing at all unless a limit applies to the request,
+// and otherwise, most of the time, no database statement and no promise: admit answers from
+// memory (the caller awaits only when it gets a promise).
 // Request counters are claimed in blocks: one UPSERT adds B to the window's count and this
 // process then admits up to B requests from memory (B = a quarter of what is left of the limit,
-// at most MAX_BLOCK; 1 when few are left, so a limit of 5 is counted request by request). The
-// count in the database is therefore never below what was admitted, across every process:
-// never more than the limit is served. Unused claimed slots die with the window, so other
-// processes can be refused up to B per process early. A subject already over its limit in this
-// window is refused from memory without touching the database. Token counters are added after
-// the call (what was actually used) and read at each admission (batched per loop turn with every
-// other counter of the process), so every process sees the same count.
+// at most MAX_BLOCK; 1 when few are left, so a limit of 5 is counted request by request). A block
+// of at least PREFETCH_FROM slots claims the next one when a quarter of it is left, so requests
+// do not wait for the claim. The count in the database is therefore never below what was
+// admitted, across every process: never more than the limit is served. Unused claimed slots die
+// with the window, so other processes can be refused up to 1.25 B per process early. A subject
+// already over its limit in this window is refused from memory without touching the database.
+// Token counters count the tokens calls actually used, written every 100 ms and read at most
+// every 100 ms per key (token-counts.ts): this process's own tokens count at once, another
+// process's within 100 ms of their write (200 ms of the call). On Workers each call's tokens are
+// written in its own background work (no timer outlives a request).
 import type { Db } from '../db/database.ts';
 import type { CityLimits } from './city-settings.ts';
 import type { CityStatusCache } from './city-status.ts';
@@ -26,11 +31,15 @@ import type { Identity } from './identity.ts';
 import type { RuntimeEnv } from './runtime-env.ts';
 import { sql } from 'kysely';
 import { CounterBatch } from './counter-batch.ts';
+import { TokenCounts } from './token-counts.ts';
 
 const WINDOW_MS = 60_000;
 /** Most request slots one claim takes (one UPSERT per this many requests at most). */
 const MAX_BLOCK = 100;
+/** Blocks of at least this many slots claim the next one early (near the limit, none is claimed ahead). */
+const PREFETCH_FROM = 8;
 const DEFAULT_GUEST_RPM = 60;
+const NO_LIMITS: CityLimits = {};
 /** In-flight counters untouched this long are stale (a process died mid-request). */
 const INFLIGHT_STALE_MS = 10 * 60_000;
 
@@ -40,7 +49,29 @@ interface Counter {
   key: string;
   kind: Kind;
   limit: number;
-  add: number;
+  limitText?: string;
+}
+
+interface UserKeys {
+  userRpm: string;
+  userTpm: string;
+  cityRpm: string;
+  cityTpm: string;
+  /** The counters of the user's last request and the limits they were built for (shared: only limitText is ever set). */
+  last?: { urpm: number; crpm: number; utpm: number; ctpm: number; counters: readonly Counter[] };
+}
+
+/** This process's claimed request slots of one counter in one window. */
+interface Slots {
+  windowStart: number;
+  /** Slots claimed and not used yet; the last one is numbered n (the count it stands for). */
+  left: number;
+  n: number;
+  /** The next block is claimed when `left` comes down to this (0: only once none is left). */
+  low: number;
+  /** A claim got no slot: the limit is reached in this window. */
+  full: boolean;
+  claiming: Promise<void> | null;
 }
 
 /** What a request was admitted with: the headers to send, and what to undo or count later. */
@@ -57,25 +88,45 @@ function limitOf(v: string | undefined): number {
 
 /** OpenAI's reset format: "1s", "59s", "20ms". */
 function resetIn(ms: number): string {
-  return ms < 1000 ? `${Math.max(0, Math.ceil(ms))}ms` : `${Math.ceil(ms / 1000)}s`;
+  if (ms < 1000) return `${Math.max(0, Math.ceil(ms))}ms`;
+  const s = Math.ceil(ms / 1000);
+  return (SECONDS[s] ??= `${s}s`);
+}
+const SECONDS: string[] = [];
+
+/** A counter's limit as header text, converted once (counters are reused across requests). */
+function limitText(c: Counter): string {
+  return (c.limitText ??= String(c.limit));
 }
 
 export class RateLimiter {
   readonly db: Db;
   readonly env: RuntimeEnv;
   readonly cities: CityStatusCache;
-  /** key → `window start:limit` it is known to be over in (refused without a query). */
-  #over = new Map<string, string>();
+  /** key → the window and limit it is known to be over in (refused without a query). */
+  #over = new Map<string, { windowStart: number; limit: number }>();
   /** Request slots this process claimed and has not used yet, per counter key. */
-  #slots = new Map<string, { windowStart: number; left: number; n: number; claiming: Promise<void> | null }>();
+  #slots = new Map<string, Slots>();
   #sweptAt = Date.now();
+  /** city → user → its counter keys. */
+  #keys = new Map<string, Map<string, UserKeys>>();
   #batch: CounterBatch;
+  #tokens: TokenCounts;
 
-  constructor(db: Db, env: RuntimeEnv, cities: CityStatusCache) {
+  #keepAlive: (p: Promise<unknown>) => void;
+
+  /**
+   * writeThrough: no timers that outlive a request (a runtime without a graceful stop: Workers).
+   * keepAlive: the runtime's hold on work started in the background (gw.waitUntil: on Workers,
+   * the current request's), which also logs its failures.
+   */
+  constructor(db: Db, env: RuntimeEnv, cities: CityStatusCache, opts: { writeThrough?: boolean; keepAlive?: (p: Promise<unknown>) => void } = {}) {
     this.db = db;
     this.env = env;
     this.cities = cities;
     this.#batch = new CounterBatch(db);
+    this.#keepAlive = opts.keepAlive ?? ((p) => void p.catch(() => {}));
+    this.#tokens = new TokenCounts(this.#batch, opts.writeThrough ?? false, this.#keepAlive);
   }
 
   /** The client's IP: the socket's, or the TRUST_PROXY-th hop from the right of X-Forwarded-For. */
@@ -90,12 +141,12 @@ export class RateLimiter {
   }
 
   /** The counters that apply to one request (none: the request costs nothing here). */
-  #counters(identity: Identity, method: string, ipLimited: boolean, ip: () => string, l: CityLimits): Counter[] {
+  #counters(identity: Identity, method: string, ipLimited: boolean, ip: () => string, l: CityLimits): readonly Counter[] {
     const out: Counter[] = [];
     if (ipLimited) {
       const v = this.env.get('RATE_LIMIT_GUEST_RPM');
       const rpm = v === undefined ? DEFAULT_GUEST_RPM : limitOf(v);
-      if (rpm > 0) out.push({ key: `ip:${ip()}`, kind: 'requests', limit: rpm, add: 1 });
+      if (rpm > 0) out.push({ key: `ip:${ip()}`, kind: 'requests', limit: rpm });
     }
     if (identity.kind === 'user' && method === 'POST') {
       const pick = (own: number | null | undefined, envKey: string) => (own != null ? own : limitOf(this.env.get(envKey)));
@@ -104,15 +155,37 @@ export class RateLimiter {
       const utpm = pick(l.user_tpm, 'RATE_LIMIT_USER_TPM');
       const ctpm = pick(l.city_tpm, 'RATE_LIMIT_CITY_TPM');
       if (urpm <= 0 && crpm <= 0 && utpm <= 0 && ctpm <= 0) return out; // no limit: no keys to build
-      // \x1f (unit separator) between city and user: PostgreSQL text cannot hold \0.
-      const user = `u:${identity.cityId}\x1f${identity.userId}`;
-      const city = `c:${identity.cityId}`;
-      if (urpm > 0) out.push({ key: `${user}:rpm`, kind: 'requests', limit: urpm, add: 1 });
-      if (crpm > 0) out.push({ key: `${city}:rpm`, kind: 'requests', limit: crpm, add: 1 });
-      if (utpm > 0) out.push({ key: `${user}:tpm`, kind: 'tokens', limit: utpm, add: 0 });
-      if (ctpm > 0) out.push({ key: `${city}:tpm`, kind: 'tokens', limit: ctpm, add: 0 });
+      const k = this.#keysOf(identity.cityId, identity.userId);
+      // The same limits as this user's last request (the usual case): the same counters.
+      const last = k.last;
+      if (out.length === 0 && last && last.urpm === urpm && last.crpm === crpm && last.utpm === utpm && last.ctpm === ctpm) return last.counters;
+      if (urpm > 0) out.push({ key: k.userRpm, kind: 'requests', limit: urpm });
+      if (crpm > 0) out.push({ key: k.cityRpm, kind: 'requests', limit: crpm });
+      if (utpm > 0) out.push({ key: k.userTpm, kind: 'tokens', limit: utpm });
+      if (ctpm > 0) out.push({ key: k.cityTpm, kind: 'tokens', limit: ctpm });
+      if (!ipLimited) k.last = { urpm, crpm, utpm, ctpm, counters: out };
     }
     return out;
+  }
+
+  /**
+   * The counter keys of a user and its city, built once (a key built per request is a new string
+   * to hash at every map lookup).
+   */
+  #keysOf(cityId: string, userId: string): UserKeys {
+    let byUser = this.#keys.get(cityId);
+    if (!byUser) {
+      if (this.#keys.size > 10_000) this.#keys.clear();
+      this.#keys.set(cityId, (byUser = new Map()));
+    }
+    let k = byUser.get(userId);
+    if (!k) {
+      if (byUser.size > 10_000) byUser.clear();
+      // \x1f (unit separator) between city and user: PostgreSQL text cannot hold \0.
+      const user = `u:${cityId}\x1f${userId}`;
+      byUser.set(userId, (k = { userRpm: `${user}:rpm`, userTpm: `${user}:tpm`, cityRpm: `c:${cityId}:rpm`, cityTpm: `c:${cityId}:tpm` }));
+    }
+    return k;
   }
 
   #concurrency(identity: Identity, method: string, limits: { user_concurrency?: number | null }): number {
@@ -122,11 +195,18 @@ export class RateLimiter {
 
   /**
    * Counts the request against every limit that applies; throws 429 rate_limited when one is
-   * exceeded. Null when no limit applies.
+   * exceeded. Null when no limit applies. Answers without a promise when everything it needs is
+   * in memory (the city's settings, a claimed request slot per counter, fresh token counts):
+   * the caller awaits only when it gets a promise.
    */
-  async admit(identity: Identity, method: string, ipLimited: boolean, ip: () => string): Promise<Admission | null> {
+  admit(identity: Identity, method: string, ipLimited: boolean, ip: () => string): Admission | null | Promise<Admission | null> {
     // The city's limits, read once (from memory) for both the counters and the concurrency cap.
-    const limits = identity.kind === 'user' ? ((await this.cities.settings(identity.cityId)).limits ?? {}) : {};
+    let limits: CityLimits = NO_LIMITS;
+    if (identity.kind === 'user') {
+      const city = this.cities.peek(identity.cityId);
+      if (!city) return this.cities.settings(identity.cityId).then(() => this.admit(identity, method, ipLimited, ip));
+      limits = city.settings.limits ?? NO_LIMITS;
+    }
     const counters = this.#counters(identity, method, ipLimited, ip, limits);
     const maxInflight = this.#concurrency(identity, method, limits);
     if (counters.length === 0 && maxInflight === 0) return null;
@@ -135,44 +215,76 @@ export class RateLimiter {
     const resetMs = windowStart + WINDOW_MS - now;
 
     // Known over in this window: refuse from memory.
-    for (const c of counters) {
-      if (this.#over.get(c.key) === `${windowStart}:${c.limit}`) throw this.#refuse(c, c.limit + 1, resetMs, counters);
+    if (this.#over.size > 0) {
+      for (const c of counters) {
+        const o = this.#over.get(c.key);
+        if (o && o.windowStart === windowStart && o.limit === c.limit) throw this.#refuse(c, c.limit + 1, resetMs, counters, []);
+      }
     }
-    const counted = await Promise.all(counters.map((c) => (c.kind === 'requests' ? this.#takeSlot(c, windowStart) : this.#batch.add(c.key, 0, windowStart))));
-    const counts = new Map(counters.map((c, i) => [c.key, counted[i]]));
-    for (const c of counters) {
-      const n = counts.get(c.key) ?? 0;
-      const over = c.kind === 'requests' ? n > c.limit : n >= c.limit;
-      if (over) {
+    // Each counter's count from memory when it can; the rest from the database.
+    const counts: number[] = new Array(counters.length);
+    let waits: Promise<void>[] | null = null;
+    for (let i = 0; i < counters.length; i++) {
+      const c = counters[i];
+      const n = c.kind === 'requests' ? this.#slotNow(c, windowStart) : this.#tokens.peek(c.key, windowStart, now);
+      if (n !== undefined) counts[i] = n;
+      else (waits ??= []).push((c.kind === 'requests' ? this.#takeSlot(c, windowStart) : this.#tokens.read(c.key, windowStart)).then((n) => void (counts[i] = n)));
+    }
+    if (waits || maxInflight > 0) {
+      return (async () => {
+        if (waits) await Promise.all(waits);
+        this.#decide(counters, counts, windowStart, resetMs);
+        const inflightKey = maxInflight > 0 && identity.kind === 'user' ? await this.#enter(identity, maxInflight, now) : null;
+        return { headers: this.#headers(counters, counts, resetMs), inflightKey };
+      })();
+    }
+    this.#decide(counters, counts, windowStart, resetMs);
+    return { headers: this.#headers(counters, counts, resetMs), inflightKey: null };
+  }
+
+  /** Throws 429 when a count is over its limit (and remembers it: later calls are refused from memory). */
+  #decide(counters: readonly Counter[], counts: number[], windowStart: number, resetMs: number): void {
+    for (let i = 0; i < counters.length; i++) {
+      const c = counters[i];
+      const n = counts[i];
+      if (c.kind === 'requests' ? n > c.limit : n >= c.limit) {
         if (this.#over.size > 100_000) this.#over.clear();
-        this.#over.set(c.key, `${windowStart}:${c.limit}`);
+        this.#over.set(c.key, { windowStart, limit: c.limit });
         throw this.#refuse(c, n, resetMs, counters, counts);
       }
     }
-    this.#sweep(now);
+    this.#sweep(Date.now());
+  }
 
-    let inflightKey: string | null = null;
-    if (maxInflight > 0 && identity.kind === 'user') {
-      inflightKey = `inflight:${identity.cityId}\x1f${identity.userId}`;
-      const [row] = await this.db.kysely
-        .insertInto('rate_counters')
-        .values({ key: inflightKey, window_start: now, n: 1 })
-        .onConflict((oc) =>
-          oc.column('key').doUpdateSet({
-            n: sql<number>`CASE WHEN rate_counters.window_start < ${now - INFLIGHT_STALE_MS} THEN 1 ELSE rate_counters.n + 1 END`,
-            window_start: sql<number>`excluded.window_start`,
-          }),
-        )
-        .returning('n')
-        .execute();
-      if (Number(row.n) > maxInflight) {
-        await this.release(inflightKey);
-        throw new GatewayError(429, 'rate_limited', `Too many requests in flight for this user (at most ${maxInflight}). Retry when one has finished.`, {
-          headers: { 'retry-after': '1' },
-        });
-      }
+  /** Counts the request in flight for its user; throws 429 over the cap. The key to release. */
+  async #enter(identity: Identity & { kind: 'user' }, maxInflight: number, now: number): Promise<string> {
+    const inflightKey = `inflight:${identity.cityId}\x1f${identity.userId}`;
+    const [row] = await this.db.kysely
+      .insertInto('rate_counters')
+      .values({ key: inflightKey, window_start: now, n: 1 })
+      .onConflict((oc) =>
+        oc.column('key').doUpdateSet({
+          n: sql<number>`CASE WHEN rate_counters.window_start < ${now - INFLIGHT_STALE_MS} THEN 1 ELSE rate_counters.n + 1 END`,
+          window_start: sql<number>`excluded.window_start`,
+        }),
+      )
+      .returning('n')
+      .execute();
+    if (Number(row.n) > maxInflight) {
+      await this.release(inflightKey);
+      throw new GatewayError(429, 'rate_limited', `Too many requests in flight for this user (at most ${maxInflight}). Retry when one has finished.`, {
+        headers: { 'retry-after': '1' },
+      });
     }
-    return { headers: this.#headers(counters, counts, resetMs), inflightKey };
+    return inflightKey;
+  }
+
+  /** A request slot from this process's claimed block, if one is left; undefined: call #takeSlot. */
+  #slotNow(c: Counter, windowStart: number): number | undefined {
+    const s = this.#slots.get(c.key);
+    if (!s || s.windowStart !== windowStart) return undefined;
+    if (s.left > 0) return this.#take(c, s);
+    return !s.claiming && (s.full || s.n >= c.limit) ? Math.max(s.n, c.limit) + 1 : undefined; // this window's slots are all claimed: refused
   }
 
   /**
@@ -184,31 +296,49 @@ export class RateLimiter {
       let s = this.#slots.get(c.key);
       if (!s || s.windowStart !== windowStart) {
         if (this.#slots.size > 100_000) this.#slots.clear();
-        this.#slots.set(c.key, (s = { windowStart, left: 0, n: 0, claiming: null }));
+        this.#slots.set(c.key, (s = { windowStart, left: 0, n: 0, low: 0, full: false, claiming: null }));
       }
-      if (s.left > 0) {
-        s.left--;
-        return s.n - s.left;
-      }
+      if (s.left > 0) return this.#take(c, s);
       if (s.claiming) {
         await s.claiming;
         continue;
       }
-      if (s.n >= c.limit) return s.n + 1; // this window's slots are all claimed
-      const block = Math.max(1, Math.min(MAX_BLOCK, Math.floor((c.limit - s.n) / 4)));
-      const state = s;
-      state.claiming = this.#batch.add(c.key, block, windowStart).then(
-        (after) => {
-          // Slots (after − block, after] are ours; those past the limit are not.
-          const got = Math.max(0, Math.min(block, c.limit - (after - block)));
-          state.n = after - block + got;
-          state.left += got;
-          if (got === 0) state.n = Math.max(state.n, after);
-        },
-      ).finally(() => (state.claiming = null));
-      await state.claiming;
-      if (state.left === 0) return Math.max(state.n, c.limit) + 1;
+      if (s.full || s.n >= c.limit) return Math.max(s.n, c.limit) + 1; // this window's slots are all claimed
+      await this.#claim(c, s);
     }
+  }
+
+  /** Uses one slot of the block; the next block is claimed when a quarter of this one is left. */
+  #take(c: Counter, s: Slots): number {
+    s.left--;
+    const n = s.n - s.left;
+    if (s.left === s.low && s.low > 0 && !s.claiming && !s.full && s.n < c.limit) {
+      // In the background: the requests meanwhile keep taking from memory.
+      this.#keepAlive(this.#claim(c, s));
+    }
+    return n;
+  }
+
+  /** Claims the next block of slots: a quarter of what is left of the limit, at most MAX_BLOCK. */
+  #claim(c: Counter, s: Slots): Promise<void> {
+    const block = Math.max(1, Math.min(MAX_BLOCK, Math.floor((c.limit - s.n) / 4)));
+    s.claiming = this.#batch.add(c.key, block, s.windowStart).then(
+      (after) => {
+        // Slots (after − block, after] are ours; those past the limit are not. Slots left of the
+        // previous block count as just below them (what decides is only that none is past the limit).
+        const got = Math.max(0, Math.min(block, c.limit - (after - block)));
+        if (got > 0) s.n = after - block + got;
+        else s.full = true; // the slots still held keep their numbers
+        s.left += got;
+        s.low = got >= PREFETCH_FROM ? Math.floor(got / 4) : 0;
+        s.claiming = null;
+      },
+      (e: unknown) => {
+        s.claiming = null;
+        throw e;
+      },
+    );
+    return s.claiming;
   }
 
   /** Ends an in-flight request counted by admit. */
@@ -223,41 +353,51 @@ export class RateLimiter {
   /**
    * Adds the tokens a call actually used (input + output, from its meter record) to the token
    * counters of its user and city, in the current window. Runs after the call, off its path.
+   * The promise, when there is one, is the write to keep alive (gw.waitUntil): null when the
+   * tokens go out with a write already scheduled, or when no token limit applies.
    */
-  async countTokens(r: { identity: string; city_id: string | null; user_id: string | null; input_tokens: number; output_tokens: number }): Promise<void> {
+  countTokens(r: { identity: string; city_id: string | null; user_id: string | null; input_tokens: number; output_tokens: number }): Promise<void> | null {
     const tokens = Math.round((r.input_tokens || 0) + (r.output_tokens || 0));
-    if (r.identity !== 'user' || !r.city_id || !r.user_id || tokens <= 0) return;
-    const l = (await this.cities.settings(r.city_id)).limits ?? {};
-    const keys: string[] = [];
-    if ((l.user_tpm != null ? l.user_tpm : limitOf(this.env.get('RATE_LIMIT_USER_TPM'))) > 0) keys.push(`u:${r.city_id}\x1f${r.user_id}:tpm`);
-    if ((l.city_tpm != null ? l.city_tpm : limitOf(this.env.get('RATE_LIMIT_CITY_TPM'))) > 0) keys.push(`c:${r.city_id}:tpm`);
-    if (keys.length === 0) return;
+    if (r.identity !== 'user' || !r.city_id || !r.user_id || tokens <= 0) return null;
+    const city = this.cities.peek(r.city_id);
+    if (!city) return this.cities.settings(r.city_id).then(() => this.countTokens(r) ?? undefined);
+    const l = city.settings.limits ?? NO_LIMITS;
     const now = Date.now();
     const windowStart = now - (now % WINDOW_MS);
-    await Promise.all(keys.map((key) => this.#batch.add(key, tokens, windowStart)));
+    let user: Promise<void> | null = null;
+    let whole: Promise<void> | null = null;
+    if ((l.user_tpm != null ? l.user_tpm : limitOf(this.env.get('RATE_LIMIT_USER_TPM'))) > 0) user = this.#tokens.add(this.#keysOf(r.city_id, r.user_id).userTpm, tokens, windowStart);
+    if ((l.city_tpm != null ? l.city_tpm : limitOf(this.env.get('RATE_LIMIT_CITY_TPM'))) > 0) whole = this.#tokens.add(this.#keysOf(r.city_id, r.user_id).cityTpm, tokens, windowStart);
+    return user && whole ? Promise.all([user, whole]).then(() => {}) : (user ?? whole);
   }
 
-  #headers(counters: Counter[], counts: Map<string, number>, resetMs: number): Record<string, string> {
-    const h: Record<string, string> = {};
-    for (const kind of ['requests', 'tokens'] as const) {
-      // The tightest limit of each kind: the one with the least remaining.
-      let best: { limit: number; remaining: number } | null = null;
-      for (const c of counters) {
-        if (c.kind !== kind) continue;
-        const remaining = Math.max(0, c.limit - (counts.get(c.key) ?? 0));
-        if (!best || remaining < best.remaining) best = { limit: c.limit, remaining };
-      }
-      if (!best) continue;
-      h[`x-ratelimit-limit-${kind}`] = String(best.limit);
-      h[`x-ratelimit-remaining-${kind}`] = String(best.remaining);
-      h[`x-ratelimit-reset-${kind}`] = resetIn(resetMs);
+  /** The x-ratelimit-* headers: per kind, the tightest limit (the one with the least remaining). */
+  #headers(counters: readonly Counter[], counts: number[], resetMs: number): Record<string, string> {
+    let requests: Counter | null = null;
+    let tokens: Counter | null = null;
+    let rLeft = 0;
+    let tLeft = 0;
+    for (let i = 0; i < counters.length; i++) {
+      const c = counters[i];
+      const left = Math.max(0, c.limit - (counts[i] ?? 0));
+      if (c.kind === 'requests') {
+        if (!requests || left < rLeft) (requests = c), (rLeft = left);
+      } else if (!tokens || left < tLeft) (tokens = c), (tLeft = left);
+    }
+    const reset = resetIn(resetMs);
+    const h: Record<string, string> = requests
+      ? { 'x-ratelimit-limit-requests': limitText(requests), 'x-ratelimit-remaining-requests': String(rLeft), 'x-ratelimit-reset-requests': reset }
+      : {};
+    if (tokens) {
+      h['x-ratelimit-limit-tokens'] = limitText(tokens);
+      h['x-ratelimit-remaining-tokens'] = String(tLeft);
+      h['x-ratelimit-reset-tokens'] = reset;
     }
     return h;
   }
 
-  #refuse(c: Counter, n: number, resetMs: number, counters: Counter[], counts = new Map<string, number>()): GatewayError {
-    const all = new Map(counts);
-    all.set(c.key, n);
+  #refuse(c: Counter, n: number, resetMs: number, counters: readonly Counter[], counts: number[]): GatewayError {
+    const all = counters.map((d, i) => (d === c ? n : counts[i]));
     const headers = { 'retry-after': String(Math.max(1, Math.ceil(resetMs / 1000))), ...this.#headers(counters, all, resetMs) };
     const who = c.key.startsWith('ip:') ? 'this client address' : c.key.startsWith('c:') ? 'this city' : 'this user';
     const unit = c.kind === 'requests' ? 'requests' : 'tokens';

@@ -1,5 +1,5 @@
 // Issue 15 on the edge: the stock Worker in workerd (Miniflare) on a local D1, with a second
-// isolate on the same D1. Rate limits hold across both isolates; revocation reaches both
+// isolate on the same D1. Rate limits (requests and tokens) hold across both isolates; revocation reaches both
 // within 3 s; secrets are sealed in D1 and a wrong master key refuses to serve; a user budget
 // refuses before the upstream; a Stripe refund delivered 5 times debits once.
 import assert from 'node:assert/strict';
@@ -103,6 +103,25 @@ describe('rate limits on D1, across two isolates', () => {
     assert.equal(errorOf(r[3]).code, 'rate_limited');
     assert.equal((await login(0, '192.0.2.2')).status, 200, 'another address is not limited');
     await admin.post('/v1/env/upsert', { key: 'RATE_LIMIT_GUEST_RPM', value: '0' });
+  });
+
+  test('a TPM limit counts the tokens each call used, on both isolates (each call writes its own: no timer outlives a request)', async () => {
+    await freshWindow();
+    await admin.post('/v1/env/upsert', { key: 'RATE_LIMIT_USER_TPM', value: '100' });
+    await sleep(3500); // both isolates refresh their env snapshot (3 s)
+    try {
+      const t = await token('edge-tpm', 'carol');
+      let used = 0;
+      for (let i = 0; i < 4; i++) {
+        const r = await chat((i % 2) as 0 | 1, t);
+        assert.equal(r.status, 200, r.text);
+        assert.equal(r.headers.get('x-ratelimit-remaining-tokens'), String(100 - used), 'remaining = limit − tokens used so far');
+        used += r.body.usage.prompt_tokens + r.body.usage.completion_tokens;
+        await sleep(150); // docs/security.md: another isolate counts them within 100 ms of their write
+      }
+    } finally {
+      await admin.post('/v1/env/upsert', { key: 'RATE_LIMIT_USER_TPM', value: '0' });
+    }
   });
 });
 
