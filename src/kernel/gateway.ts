@@ -367,15 +367,17 @@ export function createGateway(opts: GatewayOptions): Gateway {
     let admission = limits.admit(identity, method, !!action.ipLimited, () => limits.clientIp(req, opts.socketIp?.(req, c.env) ?? null));
     if (admission instanceof Promise) admission = await admission; // only when a counter needed the database
     if (!admission) return run(c, action, id, restPath, identity, url);
+    // On the runtime's response object when it can (Node), else on the Response.
+    const limitHeaders = (r: Response) => (opts.addHeaders?.(c.env, admission.headers) ? r : withHeaders(r, admission.headers));
     let res: Response;
     try {
       res = await run(c, action, id, restPath, identity, url);
     } catch (e) {
       if (admission.inflightKey) context.waitUntil(limits.release(admission.inflightKey));
-      if (isGatewayError(e)) return withHeaders(action.formatError ? action.formatError(e) : e.toResponse(), admission.headers);
+      if (isGatewayError(e)) return limitHeaders(action.formatError ? action.formatError(e) : e.toResponse());
       throw e;
     }
-    return withHeaders(admission.inflightKey ? releasedAtEnd(res, () => context.waitUntil(limits.release(admission.inflightKey!))) : res, admission.headers);
+    return limitHeaders(admission.inflightKey ? releasedAtEnd(res, () => context.waitUntil(limits.release(admission.inflightKey!))) : res);
   }
 
   async function run(c: Context, action: AnyAction, id: string, restPath: string, identity: Identity, url: URL): Promise<Response> {
