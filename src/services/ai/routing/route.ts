@@ -109,6 +109,8 @@ function weighted(list: Upstream[]): Upstream {
 function pick(gw: GatewayContext, all: Upstream[], tried: Set<string>, model: string): Upstream | undefined {
   const h = healthOf(gw);
   const now = Date.now();
+  // The common case, one upstream on a first try: no lists to build.
+  if (all.length === 1 && tried.size === 0) return h.callable(healthKey(all[0].id, model), now) ? all[0] : undefined;
   const open = all.filter((u) => h.callable(healthKey(u.id, model), now));
   if (!open.length) return undefined;
   const fresh = open.filter((u) => !tried.has(u.id));
@@ -155,8 +157,9 @@ export async function route<T>(gw: GatewayContext, o: RouteOptions, attempt: (t:
   const h = healthOf(gw);
   const m = metrics();
   const max = maxAttempts(gw);
-  const backoffMs = num(gw, 'AI_RETRY_BACKOFF_MS', 100, 0, 60_000);
-  const retryAfterMax = num(gw, 'AI_RETRY_AFTER_MAX_MS', 10_000, 0, 600_000);
+  // read when a retry needs them
+  const backoffMs = () => num(gw, 'AI_RETRY_BACKOFF_MS', 100, 0, 60_000);
+  const retryAfterMax = () => num(gw, 'AI_RETRY_AFTER_MAX_MS', 10_000, 0, 600_000);
   const tried = new Set<string>();
   const key = (u: Upstream) => healthKey(u.id, o.model.id);
   let last: GatewayError | undefined;
@@ -169,16 +172,16 @@ export async function route<T>(gw: GatewayContext, o: RouteOptions, attempt: (t:
       // time, or cools down for no longer than that, wait and try it again.
       const soonest = all.reduce<Upstream | undefined>((a, b) => (!a || h.readyAt(key(b)) < h.readyAt(key(a)) ? b : a), undefined);
       const wait = soonest ? h.readyAt(key(soonest)) - Date.now() : Infinity;
-      if (soonest && wait <= retryAfterMax) {
+      if (soonest && wait <= retryAfterMax()) {
         // a few ms past it: timers run on a monotonic clock, readiness is judged by Date.now()
         await timed(o, () => sleep(Math.max(0, wait) + 5, o.signal));
         u = pick(gw, all, tried, o.model.id);
       }
     } else if (u && n > 1) {
       // jittered exponential backoff; Retry-After when trying the same upstream again
-      const base = Math.min(backoffMs * 2 ** (n - 2), 4000) * (0.5 + Math.random() / 2);
+      const base = Math.min(backoffMs() * 2 ** (n - 2), 4000) * (0.5 + Math.random() / 2);
       const wait = u.id === lastId && retryAfter !== undefined ? retryAfter : base;
-      if (wait > retryAfterMax) break;
+      if (wait > retryAfterMax()) break;
       await timed(o, () => sleep(wait, o.signal));
     }
     if (o.signal.aborted) throw new GatewayError(499, CLIENT_CLOSED, 'The client closed the request.');
