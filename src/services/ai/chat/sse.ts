@@ -162,7 +162,8 @@ export function relaySse(
             next = await it.next();
           } catch (e) {
             if (ended) return;
-            const rest = pending;
+            // Without strip, the unfinished event went out already with its chunk.
+            const rest = opts.strip ? pending : new Uint8Array(0);
             pending = new Uint8Array(0);
             if (rest.length) controller.enqueue(rest);
             controller.enqueue(enc.encode(opts.errorEvent(e)));
@@ -172,9 +173,10 @@ export function relaySse(
           }
           if (next.done) {
             if (pending.length) {
+              // An event without its blank line at the very end; without strip, it went out already.
               events += countDataLines(pending);
               const changed = takeUsage(pending, opts.strip, found);
-              controller.enqueue(changed ?? pending);
+              if (opts.strip) controller.enqueue(changed ?? pending);
               pending = new Uint8Array(0);
             }
             controller.close();
