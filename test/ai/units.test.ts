@@ -108,7 +108,9 @@ async function relay(chunks: string[], strip: boolean, breakAfter = false) {
     if (breakAfter) throw new Error('socket hang up');
   })();
   const out = relaySse(src, { strip, onEnd: (r) => (end = r), errorEvent: () => 'data: {"error":{}}\n\n' });
-  const text = await new Response(out).text();
+  let text = '';
+  const dec = new TextDecoder();
+  for await (const c of out) text += dec.decode(c, { stream: true });
   return { text, end: end! };
 }
 

@@ -137,15 +137,25 @@ function usageOf(ev: string, strip: boolean, found: (u: ChatUsage) => void): str
   return `data: ${JSON.stringify(obj)}\n\n`;
 }
 
+const EMPTY = new Uint8Array(0);
+const DONE: IteratorResult<Uint8Array> = { done: true, value: undefined };
+
+/**
+ * The relayed chunks, as an async iterable (the Node runtime writes them as they come; a web
+ * stream is made over them for Workers, kernel/http.ts). Every next() answers a non-empty chunk
+ * or the end; an upstream that breaks gives what was pending and an error event, then the end.
+ * return() is the client going away: the call ends as aborted and the upstream is let go.
+ */
 export function relaySse(
   src: AsyncIterable<Uint8Array>,
   opts: { strip: boolean; onEnd(r: RelayEnd): void; errorEvent(e: unknown): string },
-): ReadableStream<Uint8Array> {
+): AsyncIterable<Uint8Array> {
   const it = src[Symbol.asyncIterator]();
-  let pending: Uint8Array = new Uint8Array(0);
+  let pending: Uint8Array = EMPTY;
   let usage: ChatUsage | null = null;
   let events = 0;
   let ended = false;
+  let closed = false; // ended or returned: next() answers the end
   const end = (r: Omit<RelayEnd, 'usage' | 'events'>) => {
     if (ended) return;
     ended = true;
@@ -153,71 +163,68 @@ export function relaySse(
   };
   const found = (u: ChatUsage) => void (usage = u);
 
-  return new ReadableStream<Uint8Array>(
-    {
-      async pull(controller) {
-        for (;;) {
-          let next: IteratorResult<Uint8Array>;
-          try {
-            next = await it.next();
-          } catch (e) {
-            if (ended) return;
-            // Without strip, the unfinished event went out already with its chunk.
-            const rest = opts.strip ? pending : new Uint8Array(0);
-            pending = new Uint8Array(0);
-            if (rest.length) controller.enqueue(rest);
-            controller.enqueue(enc.encode(opts.errorEvent(e)));
-            controller.close();
-            end({ aborted: false, error: e });
-            return;
-          }
-          if (next.done) {
-            if (pending.length) {
-              // An event without its blank line at the very end; without strip, it went out already.
-              events += countDataLines(pending);
-              const changed = takeUsage(pending, opts.strip, found);
-              if (opts.strip) controller.enqueue(changed ?? pending);
-              pending = new Uint8Array(0);
-            }
-            controller.close();
-            end({ aborted: false });
-            return;
-          }
-          const chunk = next.value;
-          if (!opts.strip) {
-            // Pass the chunk on at once; keep only the unfinished event to scan it whole later.
-            const all = concat(pending, chunk);
-            const b = lastBoundary(all);
-            if (b > 0) {
-              const done = all.subarray(0, b);
-              events += countDataLines(done);
-              takeUsage(done, false, found);
-            }
-            pending = all.slice(b);
-            controller.enqueue(chunk);
-            return;
-          }
-          const all = concat(pending, chunk);
-          const b = lastBoundary(all);
-          if (b === 0) {
-            pending = all;
-            continue; // nothing complete yet
-          }
-          const done = all.subarray(0, b);
-          pending = all.slice(b);
-          events += countDataLines(done);
-          const changed = takeUsage(done, true, found);
-          const out = changed ?? done;
-          if (out.length === 0) continue;
-          controller.enqueue(out);
-          return;
+  async function next(): Promise<IteratorResult<Uint8Array>> {
+    for (;;) {
+      if (closed) return DONE;
+      let r: IteratorResult<Uint8Array>;
+      try {
+        r = await it.next();
+      } catch (e) {
+        if (closed) return DONE;
+        closed = true;
+        // Without strip, the unfinished event went out already with its chunk.
+        const rest = opts.strip ? pending : EMPTY;
+        pending = EMPTY;
+        const error = enc.encode(opts.errorEvent(e));
+        end({ aborted: false, error: e });
+        return { done: false, value: concat(rest, error) };
+      }
+      if (closed) return DONE;
+      if (r.done) {
+        closed = true;
+        const rest = pending;
+        pending = EMPTY;
+        let last: Uint8Array = EMPTY;
+        if (rest.length) {
+          // An event without its blank line at the very end; without strip, it went out already.
+          events += countDataLines(rest);
+          const changed = takeUsage(rest, opts.strip, found);
+          if (opts.strip) last = changed ?? rest;
         }
-      },
-      async cancel() {
-        end({ aborted: true });
-        await it.return?.();
-      },
+        end({ aborted: false });
+        return last.length ? { done: false, value: last } : DONE;
+      }
+      const chunk = r.value;
+      const all = concat(pending, chunk);
+      const b = lastBoundary(all);
+      pending = b === all.length ? EMPTY : all.slice(b);
+      if (!opts.strip) {
+        // Pass the chunk on at once; keep only the unfinished event to scan it whole later.
+        if (b > 0) {
+          const done = all.subarray(0, b);
+          events += countDataLines(done);
+          takeUsage(done, false, found);
+        }
+        if (chunk.length === 0) continue;
+        return { done: false, value: chunk };
+      }
+      if (b === 0) continue; // nothing complete yet
+      const done = all.subarray(0, b);
+      events += countDataLines(done);
+      const out = takeUsage(done, true, found) ?? done;
+      if (out.length === 0) continue;
+      return { done: false, value: out };
+    }
+  }
+
+  const iterator: AsyncIterator<Uint8Array> = {
+    next,
+    async return() {
+      closed = true;
+      end({ aborted: true });
+      await it.return?.();
+      return DONE;
     },
-    { highWaterMark: 0 },
-  );
+  };
+  return { [Symbol.asyncIterator]: () => iterator };
 }
