@@ -152,6 +152,17 @@ describe('the SSE relay', () => {
     assert.equal(s.end.usage?.completion_tokens, 1);
   });
 
+  test('only the top-level usage counts, wherever "usage" appears in the event', async () => {
+    const e =
+      'data: {"choices":[],"meta":{"usage":{}},"note":"\\"usage\\":{}","usage":{"prompt_tokens":7,"completion_tokens":2}}\n\n' +
+      'data: {"choices":[{"delta":{"content":"x"}}],"meta":{"usage":{"prompt_tokens":98}}}\n\ndata: [DONE]\n\n';
+    for (const strip of [false, true]) {
+      const r = await relay([e], strip);
+      assert.deepEqual(r.end.usage, { prompt_tokens: 7, completion_tokens: 2 });
+      assert.equal(r.text, strip ? e.slice(e.indexOf('\n\n') + 2) : e);
+    }
+  });
+
   test('an unfinished last event is relayed once: at the end of the stream and when it breaks', async () => {
     const head = events[0] + events[1];
     for (const strip of [false, true]) {
