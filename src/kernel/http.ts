@@ -79,7 +79,10 @@ async function* iterate(stream: ReadableStream<Uint8Array>): AsyncIterable<Uint8
 // object the first time .body is read). A body given as chunks (an async iterable) still gets
 // a web ReadableStream over it, which Workers read; the Node runtime reads the chunks straight
 // from their source instead, without a web stream's promise machinery per chunk.
-const streamSources = new WeakMap<Response, ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>>();
+// It is kept on the Response itself (a symbol-keyed property): a WeakMap entry per streamed
+// call costs the garbage collector several times more.
+const SOURCE = Symbol('citygate.streamSource');
+type WithSource = Response & { [SOURCE]?: ReadableStream<Uint8Array> | AsyncIterable<Uint8Array> };
 
 /**
  * A Response whose body is `body`, remembered for streamSourceOf. Chunks from an iterable are
@@ -87,14 +90,14 @@ const streamSources = new WeakMap<Response, ReadableStream<Uint8Array> | AsyncIt
  * went away), even before the first read.
  */
 export function streamingResponse(body: ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>, init: ResponseInit): Response {
-  const res = new Response(body instanceof ReadableStream ? body : readableFrom(body), init);
-  streamSources.set(res, body);
+  const res: WithSource = new Response(body instanceof ReadableStream ? body : readableFrom(body), init);
+  res[SOURCE] = body;
   return res;
 }
 
 /** What a response was made with by streamingResponse (a stream or the chunks' source), else null. */
 export function streamSourceOf(res: Response): ReadableStream<Uint8Array> | AsyncIterable<Uint8Array> | null {
-  return streamSources.get(res) ?? null;
+  return (res as WithSource)[SOURCE] ?? null;
 }
 
 function readableFrom(src: AsyncIterable<Uint8Array>): ReadableStream<Uint8Array> {
