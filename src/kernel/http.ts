@@ -74,19 +74,45 @@ async function* iterate(stream: ReadableStream<Uint8Array>): AsyncIterable<Uint8
   }
 }
 
-// Streamed responses: the runtime can take the body stream back without going through
+// Streamed responses: the runtime can take the body back without going through
 // `Response.body` (on Node, @hono/node-server's lightweight Response builds a full Response
-// object the first time .body is read).
-const streamBodies = new WeakMap<Response, ReadableStream<Uint8Array>>();
+// object the first time .body is read). A body given as chunks (an async iterable) still gets
+// a web ReadableStream over it, which Workers read; the Node runtime reads the chunks straight
+// from their source instead, without a web stream's promise machinery per chunk.
+// It is kept on the Response itself (a symbol-keyed property): a WeakMap entry per streamed
+// call costs the garbage collector several times more.
+const SOURCE = Symbol('citygate.streamSource');
+type WithSource = Response & { [SOURCE]?: ReadableStream<Uint8Array> | AsyncIterable<Uint8Array> };
 
-/** A Response whose body is `body` (a stream), remembered for streamBodyOf. */
-export function streamingResponse(body: ReadableStream<Uint8Array>, init: ResponseInit): Response {
-  const res = new Response(body, init);
-  streamBodies.set(res, body);
+/**
+ * A Response whose body is `body`, remembered for streamSourceOf. Chunks from an iterable are
+ * read one per pull; the iterator's return() is called when the reader stops early (the client
+ * went away), even before the first read.
+ */
+export function streamingResponse(body: ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>, init: ResponseInit): Response {
+  const res: WithSource = new Response(body instanceof ReadableStream ? body : readableFrom(body), init);
+  res[SOURCE] = body;
   return res;
 }
 
-/** The stream a response was made with by streamingResponse, else null. */
-export function streamBodyOf(res: Response): ReadableStream<Uint8Array> | null {
-  return streamBodies.get(res) ?? null;
+/** What a response was made with by streamingResponse (a stream or the chunks' source), else null. */
+export function streamSourceOf(res: Response): ReadableStream<Uint8Array> | AsyncIterable<Uint8Array> | null {
+  return (res as WithSource)[SOURCE] ?? null;
+}
+
+function readableFrom(src: AsyncIterable<Uint8Array>): ReadableStream<Uint8Array> {
+  const it = src[Symbol.asyncIterator]();
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        const r = await it.next();
+        if (r.done) controller.close();
+        else controller.enqueue(r.value);
+      },
+      async cancel(reason) {
+        await it.return?.(reason);
+      },
+    },
+    { highWaterMark: 0 },
+  );
 }

@@ -101,13 +101,16 @@ describe('credit holds around a call', () => {
 });
 
 const enc = new TextEncoder();
-async function relay(chunks: string[], strip: boolean) {
+async function relay(chunks: string[], strip: boolean, breakAfter = false) {
   let end: RelayEnd | undefined;
   const src = (async function* () {
     for (const c of chunks) yield enc.encode(c);
+    if (breakAfter) throw new Error('socket hang up');
   })();
   const out = relaySse(src, { strip, onEnd: (r) => (end = r), errorEvent: () => 'data: {"error":{}}\n\n' });
-  const text = await new Response(out).text();
+  let text = '';
+  const dec = new TextDecoder();
+  for await (const c of out) text += dec.decode(c, { stream: true });
   return { text, end: end! };
 }
 
@@ -147,5 +150,30 @@ describe('the SSE relay', () => {
     const s = await relay([e], true);
     assert.equal(s.text, 'data: {"choices":[{"delta":{"content":"x"}}]}\n\ndata: [DONE]\n\n');
     assert.equal(s.end.usage?.completion_tokens, 1);
+  });
+
+  test('only the top-level usage counts, wherever "usage" appears in the event', async () => {
+    const e =
+      'data: {"choices":[],"meta":{"usage":{}},"note":"\\"usage\\":{}","usage":{"prompt_tokens":7,"completion_tokens":2}}\n\n' +
+      'data: {"choices":[{"delta":{"content":"x"}}],"meta":{"usage":{"prompt_tokens":98}}}\n\ndata: [DONE]\n\n';
+    for (const strip of [false, true]) {
+      const r = await relay([e], strip);
+      assert.deepEqual(r.end.usage, { prompt_tokens: 7, completion_tokens: 2 });
+      assert.equal(r.text, strip ? e.slice(e.indexOf('\n\n') + 2) : e);
+    }
+  });
+
+  test('an unfinished last event is relayed once: at the end of the stream and when it breaks', async () => {
+    const head = events[0] + events[1];
+    for (const strip of [false, true]) {
+      // an upstream that ends its last event without the blank line
+      const ended = await relay([head, 'data: [DONE]\n'], strip);
+      assert.equal(ended.text, head + 'data: [DONE]\n');
+      // one that breaks in the middle of an event: what came, then the error event
+      const broke = await relay([head, 'data: {"choices":[{"del'], strip, true);
+      assert.equal(broke.text, head + 'data: {"choices":[{"del' + 'data: {"error":{}}\n\n');
+      assert.equal(broke.end.aborted, false);
+      assert.ok(broke.end.error);
+    }
   });
 });

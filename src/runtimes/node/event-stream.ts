@@ -6,9 +6,10 @@
 // written as soon as it is read.
 //
 // A client that goes away cancels the body (which aborts the upstream request), as before; the
-// server adapter also still aborts the request's signal.
+// server adapter also still aborts the request's signal. A body made from chunks (an async
+// iterable, kernel/http.ts) is read from that source, without the web stream over it.
 import type { ServerResponse } from 'node:http';
-import { streamBodyOf } from '../../kernel/http.ts';
+import { streamSourceOf } from '../../kernel/http.ts';
 
 /** Tells @hono/node-server that the response was written already (its documented escape hatch). */
 const ALREADY_SENT_HEADER = 'x-hono-already-sent';
@@ -30,21 +31,21 @@ export function isEventStream(res: Response): boolean {
 
 /** Writes the response to `out` and resolves (never rejects) once it is done or abandoned. */
 export async function writeEventStream(res: Response, out: ServerResponse): Promise<Response> {
-  const body = streamBodyOf(res) ?? res.body;
+  const source = streamSourceOf(res) ?? res.body;
   const headers: Record<string, string | string[]> = {};
   for (const [k, v] of res.headers) if (k !== 'set-cookie') headers[k] = v;
   const cookies = res.headers.getSetCookie();
   if (cookies.length) headers['set-cookie'] = cookies;
-  if (!body) {
+  if (!source) {
     out.writeHead(res.status, headers).end();
     return alreadySentResponse();
   }
-  const reader = body.getReader();
+  const reader = chunksOf(source);
   let gone = false;
   const onGone = () => {
     if (out.writableFinished) return;
     gone = true;
-    reader.cancel().catch(() => {});
+    reader.cancel();
   };
   out.on('close', onGone);
   out.on('error', onGone);
@@ -57,7 +58,9 @@ export async function writeEventStream(res: Response, out: ServerResponse): Prom
       // most until the loop's check phase (setImmediate), and later chunks do not wait at all.
       const next = reader.read();
       next.catch(() => {}); // awaited below unless the client left first
-      const early = await Promise.race([next, new Promise<null>((resolve) => setImmediate(resolve, null))]);
+      let immediate: ReturnType<typeof setImmediate> | undefined;
+      const early = await Promise.race([next, new Promise<null>((resolve) => (immediate = setImmediate(resolve, null)))]);
+      clearImmediate(immediate);
       if (gone) return alreadySentResponse();
       if (early?.done) {
         out.writeHead(res.status, headers).end(r.value);
@@ -80,12 +83,36 @@ export async function writeEventStream(res: Response, out: ServerResponse): Prom
     // the body failed (the relay turns upstream failures into an error event, so this is rare)
     if (!out.headersSent) out.writeHead(500, { 'content-type': 'text/plain' }).end('stream failed');
     else out.destroy(e instanceof Error ? e : new Error(String(e)));
-    reader.cancel().catch(() => {});
+    reader.cancel();
   } finally {
     out.off('close', onGone);
     out.off('error', onGone);
   }
   return alreadySentResponse();
+}
+
+interface Chunks {
+  read(): Promise<IteratorResult<Uint8Array>>;
+  /** The reader stops early: lets the source go (never throws). */
+  cancel(): void;
+}
+
+function chunksOf(source: ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>): Chunks {
+  if (source instanceof ReadableStream) {
+    const reader = source.getReader();
+    return { read: () => reader.read() as Promise<IteratorResult<Uint8Array>>, cancel: () => void reader.cancel().catch(() => {}) };
+  }
+  const it = source[Symbol.asyncIterator]();
+  return {
+    read: () => it.next(),
+    cancel() {
+      try {
+        it.return?.()?.catch(() => {});
+      } catch {
+        /* the source is gone either way */
+      }
+    },
+  };
 }
 
 function drained(out: ServerResponse): Promise<void> {

@@ -96,8 +96,8 @@ function takeUsage(block: Uint8Array, strip: boolean, found: (u: ChatUsage) => v
     let end = at;
     while (end < block.length && !endsEvent(block, end)) end++;
     end = Math.min(block.length, end + 1);
-    const ev = dec.decode(block.subarray(start, end));
-    const replaced = usageOf(ev, strip, found);
+    let replaced = usageInPlace(block, start, end, strip, found);
+    if (replaced === undefined) replaced = usageOf(dec.decode(block.subarray(start, end)), strip, found);
     if (replaced !== null) {
       changed = true;
       if (start > copied) parts.push(block.subarray(copied, start));
@@ -119,6 +119,97 @@ function takeUsage(block: Uint8Array, strip: boolean, found: (u: ChatUsage) => v
   return out;
 }
 
+const USAGE_KEY = enc.encode('usage');
+const CHOICES_KEY = enc.encode('choices');
+const NO_KEY = 0;
+const USAGE_MEMBER = 1;
+const CHOICES_MEMBER = 2;
+
+/** Which of the members we look for the key b(from, to) names. */
+function memberOf(b: Uint8Array, from: number, to: number): number {
+  const key = to - from === USAGE_KEY.length ? USAGE_KEY : to - from === CHOICES_KEY.length ? CHOICES_KEY : null;
+  if (!key) return NO_KEY;
+  for (let i = 0; i < key.length; i++) if (b[from + i] !== key[i]) return NO_KEY;
+  return key === USAGE_KEY ? USAGE_MEMBER : CHOICES_MEMBER;
+}
+
+const isSpace = (c: number) => c === 32 || c === 9 || c === 13 || c === 10;
+
+/**
+ * usageOf for the common event, read from its bytes: an event that starts with its `data:`
+ * line, a JSON object on that one line. Finds the object's top-level members `usage` and
+ * `choices` by a scan of the bytes (strings skipped) and parses the usage object alone, instead
+ * of decoding and parsing the whole event. Answers as usageOf would, or undefined when the
+ * event is not of that shape or must be rewritten (usageOf then reads it).
+ */
+function usageInPlace(b: Uint8Array, start: number, end: number, strip: boolean, found: (u: ChatUsage) => void): string | null | undefined {
+  if (!startsWithData(b, start)) return undefined;
+  let i = b[start + 5] === 32 ? start + 6 : start + 5; // the '{'
+  let depth = 0;
+  let member = NO_KEY;
+  let expectKey = false;
+  let valueAt = -1;
+  let usageAt = -1;
+  let usageEnd = -1;
+  let choicesEmpty = false;
+  const close = (at: number) => {
+    // a top-level member's value is b[valueAt, at)
+    if (member === USAGE_MEMBER) {
+      usageAt = valueAt;
+      usageEnd = at;
+    } else if (member === CHOICES_MEMBER) {
+      let k = valueAt;
+      while (k < at && isSpace(b[k])) k++;
+      let e = at - 1;
+      while (e > k && isSpace(b[e])) e--;
+      choicesEmpty = b[k] === 91 /* [ */ && b[e] === 93 /* ] */ && isBlank(b, k + 1, e);
+    }
+    member = NO_KEY;
+  };
+  for (; i < end; i++) {
+    const c = b[i];
+    if (c === 34 /* " */) {
+      const from = i + 1;
+      for (i++; i < end && b[i] !== 34; i++) if (b[i] === 92 /* \ */) i++;
+      if (i >= end) return undefined;
+      if (depth === 1 && expectKey) {
+        member = memberOf(b, from, i);
+        expectKey = false;
+      }
+    } else if (c === 123 || c === 91) {
+      depth++;
+      if (depth === 1) expectKey = true;
+    } else if (c === 125 || c === 93) {
+      if (depth === 1) {
+        close(i);
+        break;
+      }
+      depth--;
+    } else if (c === 10) return undefined; // the object goes on past its line
+    else if (depth === 1 && c === 58 /* : */) valueAt = i + 1;
+    else if (depth === 1 && c === 44 /* , */) {
+      close(i);
+      expectKey = true;
+    }
+  }
+  if (i >= end || usageAt === -1) return undefined;
+  if (strip && !choicesEmpty) return undefined; // rewritten without its usage: usageOf
+  let usage: unknown;
+  try {
+    usage = JSON.parse(dec.decode(b.subarray(usageAt, usageEnd)));
+  } catch {
+    return undefined;
+  }
+  if (!usage || typeof usage !== 'object') return undefined;
+  found(usage as ChatUsage);
+  return strip ? '' : null; // dropped: the extra usage event
+}
+
+function isBlank(b: Uint8Array, from: number, to: number): boolean {
+  for (let i = from; i < to; i++) if (!isSpace(b[i])) return false;
+  return true;
+}
+
 /** Reads the usage of one event; when `strip`, returns what replaces the event ('' = drop it), else null (unchanged). */
 function usageOf(ev: string, strip: boolean, found: (u: ChatUsage) => void): string | null {
   const m = /^data:\s?(.*)$/m.exec(ev);
@@ -137,15 +228,25 @@ function usageOf(ev: string, strip: boolean, found: (u: ChatUsage) => void): str
   return `data: ${JSON.stringify(obj)}\n\n`;
 }
 
+const EMPTY = new Uint8Array(0);
+const DONE: IteratorResult<Uint8Array> = { done: true, value: undefined };
+
+/**
+ * The relayed chunks, as an async iterable (the Node runtime writes them as they come; a web
+ * stream is made over them for Workers, kernel/http.ts). Every next() answers a non-empty chunk
+ * or the end; an upstream that breaks gives what was pending and an error event, then the end.
+ * return() is the client going away: the call ends as aborted and the upstream is let go.
+ */
 export function relaySse(
   src: AsyncIterable<Uint8Array>,
   opts: { strip: boolean; onEnd(r: RelayEnd): void; errorEvent(e: unknown): string },
-): ReadableStream<Uint8Array> {
+): AsyncIterable<Uint8Array> {
   const it = src[Symbol.asyncIterator]();
-  let pending: Uint8Array = new Uint8Array(0);
+  let pending: Uint8Array = EMPTY;
   let usage: ChatUsage | null = null;
   let events = 0;
   let ended = false;
+  let closed = false; // ended or returned: next() answers the end
   const end = (r: Omit<RelayEnd, 'usage' | 'events'>) => {
     if (ended) return;
     ended = true;
@@ -153,69 +254,68 @@ export function relaySse(
   };
   const found = (u: ChatUsage) => void (usage = u);
 
-  return new ReadableStream<Uint8Array>(
-    {
-      async pull(controller) {
-        for (;;) {
-          let next: IteratorResult<Uint8Array>;
-          try {
-            next = await it.next();
-          } catch (e) {
-            if (ended) return;
-            const rest = pending;
-            pending = new Uint8Array(0);
-            if (rest.length) controller.enqueue(rest);
-            controller.enqueue(enc.encode(opts.errorEvent(e)));
-            controller.close();
-            end({ aborted: false, error: e });
-            return;
-          }
-          if (next.done) {
-            if (pending.length) {
-              events += countDataLines(pending);
-              const changed = takeUsage(pending, opts.strip, found);
-              controller.enqueue(changed ?? pending);
-              pending = new Uint8Array(0);
-            }
-            controller.close();
-            end({ aborted: false });
-            return;
-          }
-          const chunk = next.value;
-          if (!opts.strip) {
-            // Pass the chunk on at once; keep only the unfinished event to scan it whole later.
-            const all = concat(pending, chunk);
-            const b = lastBoundary(all);
-            if (b > 0) {
-              const done = all.subarray(0, b);
-              events += countDataLines(done);
-              takeUsage(done, false, found);
-            }
-            pending = all.slice(b);
-            controller.enqueue(chunk);
-            return;
-          }
-          const all = concat(pending, chunk);
-          const b = lastBoundary(all);
-          if (b === 0) {
-            pending = all;
-            continue; // nothing complete yet
-          }
-          const done = all.subarray(0, b);
-          pending = all.slice(b);
-          events += countDataLines(done);
-          const changed = takeUsage(done, true, found);
-          const out = changed ?? done;
-          if (out.length === 0) continue;
-          controller.enqueue(out);
-          return;
+  async function next(): Promise<IteratorResult<Uint8Array>> {
+    for (;;) {
+      if (closed) return DONE;
+      let r: IteratorResult<Uint8Array>;
+      try {
+        r = await it.next();
+      } catch (e) {
+        if (closed) return DONE;
+        closed = true;
+        // Without strip, the unfinished event went out already with its chunk.
+        const rest = opts.strip ? pending : EMPTY;
+        pending = EMPTY;
+        const error = enc.encode(opts.errorEvent(e));
+        end({ aborted: false, error: e });
+        return { done: false, value: concat(rest, error) };
+      }
+      if (closed) return DONE;
+      if (r.done) {
+        closed = true;
+        const rest = pending;
+        pending = EMPTY;
+        let last: Uint8Array = EMPTY;
+        if (rest.length) {
+          // An event without its blank line at the very end; without strip, it went out already.
+          events += countDataLines(rest);
+          const changed = takeUsage(rest, opts.strip, found);
+          if (opts.strip) last = changed ?? rest;
         }
-      },
-      async cancel() {
-        end({ aborted: true });
-        await it.return?.();
-      },
+        end({ aborted: false });
+        return last.length ? { done: false, value: last } : DONE;
+      }
+      const chunk = r.value;
+      const all = concat(pending, chunk);
+      const b = lastBoundary(all);
+      pending = b === all.length ? EMPTY : all.slice(b);
+      if (!opts.strip) {
+        // Pass the chunk on at once; keep only the unfinished event to scan it whole later.
+        if (b > 0) {
+          const done = all.subarray(0, b);
+          events += countDataLines(done);
+          takeUsage(done, false, found);
+        }
+        if (chunk.length === 0) continue;
+        return { done: false, value: chunk };
+      }
+      if (b === 0) continue; // nothing complete yet
+      const done = all.subarray(0, b);
+      events += countDataLines(done);
+      const out = takeUsage(done, true, found) ?? done;
+      if (out.length === 0) continue;
+      return { done: false, value: out };
+    }
+  }
+
+  const iterator: AsyncIterator<Uint8Array> = {
+    next,
+    async return() {
+      closed = true;
+      end({ aborted: true });
+      await it.return?.();
+      return DONE;
     },
-    { highWaterMark: 0 },
-  );
+  };
+  return { [Symbol.asyncIterator]: () => iterator };
 }
