@@ -26,7 +26,7 @@ function alreadySentResponse(): Response {
 
 /** A stream made by streamingResponse (every event stream citygate sends is): other responses' headers are not even read. */
 export function isEventStream(res: Response): boolean {
-  return streamBodyOf(res) !== null && res.status === 200 && (res.headers.get('content-type') ?? '').startsWith('text/event-stream');
+  return streamSourceOf(res) !== null && res.status === 200 && (res.headers.get('content-type') ?? '').startsWith('text/event-stream');
 }
 
 /** Writes the response to `out` and resolves (never rejects) once it is done or abandoned. */
