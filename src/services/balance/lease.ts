@@ -53,6 +53,8 @@ const IDLE_MS = 1000;
 const USERS_PER_FLUSH = 200;
 const SWEEP_EVERY_MS = 10_000;
 
+type HoldWithPool = Hold & { [k: symbol]: Pool | undefined };
+
 interface Pool {
   cityId: string;
   userId: string;
@@ -93,7 +95,8 @@ export class LeaseBilling implements Billing {
   /** This process's name on its leases. */
   readonly owner = newId('proc', 12);
   #pools = new Map<string, Pool>();
-  #holds = new WeakMap<Hold, Pool>();
+  /** A hold's pool, kept on the hold under this instance's own key (no per-call WeakMap entry for the GC to trace). */
+  readonly #poolKey = Symbol('lease pool');
   #timer: ReturnType<typeof setTimeout> | null = null;
   #flushing: Promise<void> | null = null;
   /** A flush batch whose commit is unknown: retried as is before anything else is written. */
@@ -136,7 +139,7 @@ export class LeaseBilling implements Billing {
       if (free(p) >= credits) {
         p.held += credits;
         const hold: Hold = { id: newId('hold', 12), cityId: a.cityId, userId: a.userId, credits, lease: this.owner };
-        this.#holds.set(hold, p);
+        (hold as HoldWithPool)[this.#poolKey] = p;
         return hold;
       }
       if (p.taking) {
@@ -152,9 +155,9 @@ export class LeaseBilling implements Billing {
   }
 
   async settle(hold: Hold, credits: number): Promise<void> {
-    const p = this.#holds.get(hold);
+    const p = (hold as HoldWithPool)[this.#poolKey];
     if (!p) return this.perCall.settle(hold, credits);
-    this.#holds.delete(hold);
+    (hold as HoldWithPool)[this.#poolKey] = undefined;
     p.held -= hold.credits;
     // The measured cost, even above the hold (an estimate): the flush takes what the slice does
     // not cover from the balance, never below zero.
@@ -165,9 +168,9 @@ export class LeaseBilling implements Billing {
   }
 
   async release(hold: Hold): Promise<void> {
-    const p = this.#holds.get(hold);
+    const p = (hold as HoldWithPool)[this.#poolKey];
     if (!p) return this.perCall.release(hold);
-    this.#holds.delete(hold);
+    (hold as HoldWithPool)[this.#poolKey] = undefined;
     p.held -= hold.credits;
     p.lastUse = Date.now();
     this.#schedule();
