@@ -126,7 +126,8 @@ export class LeaseBilling implements Billing {
     this.#maybeSweep();
     const credits = Math.max(0, Math.ceil(a.credits));
     if (credits === 0 || !Number.isSafeInteger(credits) || a.durable || this.#stopped || !this.gw.config.gracefulStop) return this.perCall.reserve(a);
-    if ((await this.gw.cities.settings(a.cityId)).user_budget) return this.perCall.reserve(a);
+    const settings = this.gw.cities.peek(a.cityId)?.settings ?? (await this.gw.cities.settings(a.cityId));
+    if (settings.user_budget) return this.perCall.reserve(a);
     const key = `${a.cityId}\n${a.userId}`;
     let p = this.#pools.get(key);
     if (!p) {
