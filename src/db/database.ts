@@ -56,6 +56,29 @@ export function maxBoundParameters(dialect: Db['dialect']): number {
   return dialect === 'd1' ? 100 : dialect === 'postgres' ? 65_535 : 32_766;
 }
 
+/** Rows per multi-row statement: as many as the dialect's parameter limit allows at `paramsPerRow`, at most `max`. */
+export function rowsPerStatement(dialect: Db['dialect'], paramsPerRow: number, max: number): number {
+  return Math.max(1, Math.min(max, Math.floor(maxBoundParameters(dialect) / paramsPerRow)));
+}
+
+/**
+ * Statement texts by row count, each built once (through Kysely: quoting, placeholders) and
+ * then reused with fresh parameters: compiling a query costs more than running it on SQLite.
+ * `build(n)` must bind exactly `paramsPerRow` parameters per row.
+ */
+export function textsByRowCount(what: string, paramsPerRow: number, build: (n: number) => CompiledQuery): (n: number) => string {
+  const texts = new Map<number, string>();
+  return (n) => {
+    let text = texts.get(n);
+    if (text === undefined) {
+      const q = build(n);
+      if (q.parameters.length !== n * paramsPerRow) throw new Error(`${what}: unexpected parameter count`);
+      texts.set(n, (text = q.sql));
+    }
+    return text;
+  };
+}
+
 /** The smaller of two values: SQLite's scalar MIN(a, b) is LEAST(a, b) on PostgreSQL. */
 export function least(db: Db, a: unknown, b: unknown): RawBuilder<number> {
   return db.dialect === 'postgres' ? sql<number>`LEAST(${a}, ${b})` : sql<number>`MIN(${a}, ${b})`;

@@ -5,7 +5,7 @@
 // one statement per loop turn instead of one per request. Statement texts are built once per
 // row count (compiling a Kysely query costs more than running it on SQLite).
 import { CompiledQuery, sql } from 'kysely';
-import { maxBoundParameters, type Db } from '../db/database.ts';
+import { rowsPerStatement, textsByRowCount, type Db } from '../db/database.ts';
 
 interface Entry {
   add: number;
@@ -20,14 +20,12 @@ export class CounterBatch {
   /** window start → key → entry */
   #pending = new Map<number, Map<string, Entry>>();
   #scheduled = false;
-  /** Statement texts by row count (Kysely compiles each once), and rows per statement (D1: 100 parameters). */
-  #upserts = new Map<number, string>();
-  #selects = new Map<number, string>();
+  /** Rows per statement (D1: 100 parameters). */
   readonly #chunk: number;
 
   constructor(db: Db) {
     this.db = db;
-    this.#chunk = Math.min(100, Math.floor(maxBoundParameters(db.dialect) / 3));
+    this.#chunk = rowsPerStatement(db.dialect, 3, 100);
   }
 
   /** Adds `add` to the key's counter of the window; resolves with the count including this add. */
@@ -92,46 +90,31 @@ export class CounterBatch {
     }
   }
 
-  /**
-   * The UPSERT … RETURNING of n rows, built once per row count through Kysely (quoting,
-   * placeholders); its parameters are key, window start, add, row by row.
-   */
-  #upsertText(n: number): string {
-    let text = this.#upserts.get(n);
-    if (text === undefined) {
-      const q = this.db.kysely
-        .insertInto('rate_counters')
-        .values(Array.from({ length: n }, () => ({ key: '', window_start: 0, n: 0 })))
-        // A newer window starts the count afresh. A batch of an older window that reaches the
-        // row after a newer one has started (its window ended while it waited for the event loop
-        // or the database) is counted in the newer window: never a reset back to the old window,
-        // which would drop the newer window's count and let up to a whole limit more through.
-        .onConflict((oc) =>
-          oc.column('key').doUpdateSet({
-            n: sql<number>`CASE WHEN rate_counters.window_start >= excluded.window_start THEN rate_counters.n + excluded.n ELSE excluded.n END`,
-            window_start: sql<number>`CASE WHEN rate_counters.window_start > excluded.window_start THEN rate_counters.window_start ELSE excluded.window_start END`,
-          }),
-        )
-        .returning(['key', 'n'])
-        .compile();
-      if (q.parameters.length !== 3 * n) throw new Error('rate counters: unexpected parameter count');
-      this.#upserts.set(n, (text = q.sql));
-    }
-    return text;
-  }
+  /** The UPSERT … RETURNING of n rows; its parameters are key, window start, add, row by row. */
+  #upsertText = textsByRowCount('rate counters', 3, (n) =>
+    this.db.kysely
+      .insertInto('rate_counters')
+      .values(Array.from({ length: n }, () => ({ key: '', window_start: 0, n: 0 })))
+      // A newer window starts the count afresh. A batch of an older window that reaches the
+      // row after a newer one has started (its window ended while it waited for the event loop
+      // or the database) is counted in the newer window: never a reset back to the old window,
+      // which would drop the newer window's count and let up to a whole limit more through.
+      .onConflict((oc) =>
+        oc.column('key').doUpdateSet({
+          n: sql<number>`CASE WHEN rate_counters.window_start >= excluded.window_start THEN rate_counters.n + excluded.n ELSE excluded.n END`,
+          window_start: sql<number>`CASE WHEN rate_counters.window_start > excluded.window_start THEN rate_counters.window_start ELSE excluded.window_start END`,
+        }),
+      )
+      .returning(['key', 'n'])
+      .compile(),
+  );
 
-  /** The SELECT of n keys' counts, built once per key count. */
-  #selectText(n: number): string {
-    let text = this.#selects.get(n);
-    if (text === undefined) {
-      const q = this.db.kysely
-        .selectFrom('rate_counters')
-        .select(['key', 'n', 'window_start'])
-        .where('key', 'in', Array.from({ length: n }, () => ''))
-        .compile();
-      if (q.parameters.length !== n) throw new Error('rate counters: unexpected parameter count');
-      this.#selects.set(n, (text = q.sql));
-    }
-    return text;
-  }
+  /** The SELECT of n keys' counts. */
+  #selectText = textsByRowCount('rate counters', 1, (n) =>
+    this.db.kysely
+      .selectFrom('rate_counters')
+      .select(['key', 'n', 'window_start'])
+      .where('key', 'in', Array.from({ length: n }, () => ''))
+      .compile(),
+  );
 }

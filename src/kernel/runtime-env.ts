@@ -118,12 +118,12 @@ export class RuntimeEnv {
     return this.#loading;
   }
 
-  /** Reloads the snapshot when it is older than ttlMs (cheap: one small SELECT). */
   /** Whether the snapshot is older than its TTL (fresh() would reload it). */
   stale(): boolean {
     return Date.now() - this.#loadedAt > this.ttlMs;
   }
 
+  /** Reloads the snapshot when it is older than ttlMs (cheap: one small SELECT). */
   async fresh(): Promise<void> {
     if (this.stale()) await this.refresh();
   }

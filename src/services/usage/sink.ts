@@ -23,7 +23,7 @@
 // a full chunk or a power of two, so only a handful of statement texts exist (each built once
 // and prepared once).
 import { CompiledQuery, sql, type Kysely, type Selectable } from 'kysely';
-import { isUniqueViolation, maxBoundParameters, type Db } from '../../db/database.ts';
+import { isUniqueViolation, rowsPerStatement, textsByRowCount, type Db } from '../../db/database.ts';
 import type { Schema, UsageTable } from '../../db/schema.ts';
 import type { GatewayContext } from '../../kernel/context.ts';
 import { randomToken } from '../../kernel/crypto.ts';
@@ -228,24 +228,21 @@ export class UsageBuffer implements MeteringSink {
 
 /** Rows per INSERT for a dialect: as many as its bound-parameter limit allows, at most MAX_ROWS_PER_INSERT. */
 export function rowsPerInsert(dialect: Db['dialect']): number {
-  return Math.max(1, Math.min(MAX_ROWS_PER_INSERT, Math.floor(maxBoundParameters(dialect) / COLUMNS.length)));
+  return rowsPerStatement(dialect, COLUMNS.length, MAX_ROWS_PER_INSERT);
 }
 
 /** INSERT texts by row count, per Kysely instance (the dialect decides the placeholder syntax). */
-const insertSql = new WeakMap<Kysely<Schema>, Map<number, string>>();
+const insertSql = new WeakMap<Kysely<Schema>, (n: number) => string>();
 
 function insertText(k: Kysely<Schema>, n: number): string {
-  let byCount = insertSql.get(k);
-  if (!byCount) insertSql.set(k, (byCount = new Map()));
-  let text = byCount.get(n);
-  if (text === undefined) {
-    // Built once through Kysely (quoting, placeholders); the parameters follow COLUMNS, row by row.
+  let texts = insertSql.get(k);
+  if (!texts) {
+    // The parameters follow COLUMNS, row by row.
     const template = Object.fromEntries(COLUMNS.map((c) => [c, null])) as unknown as Row;
-    const q = k.insertInto('usage').values(Array.from({ length: n }, () => template)).compile();
-    if (q.parameters.length !== n * COLUMNS.length) throw new Error('usage insert: unexpected parameter count');
-    byCount.set(n, (text = q.sql));
+    texts = textsByRowCount('usage insert', COLUMNS.length, (n) => k.insertInto('usage').values(Array.from({ length: n }, () => template)).compile());
+    insertSql.set(k, texts);
   }
-  return text;
+  return texts(n);
 }
 
 /**
