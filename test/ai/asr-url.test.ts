@@ -15,7 +15,7 @@ import { after, before, describe, test } from 'node:test';
 import { tempDir } from '../helpers/gateway.ts';
 import { client, errorOf } from '../helpers/http.ts';
 import { until } from '../helpers/wait.ts';
-import { RICH_USERS, startAiWorld, tokenFor, type AiWorld } from './setup.ts';
+import { RICH_USERS, startAiWorld, userWithCredits, type AiWorld } from './setup.ts';
 
 const HOST = hostname();
 
@@ -77,14 +77,7 @@ after(async () => {
 });
 
 /** A user whose balance is exactly `credits`. */
-async function userWith(userId: string, credits: number) {
-  const token = await tokenFor(w.admin, 'asr-url', userId);
-  const u = client(w.gw.url, token);
-  const have = (await u.get('/v1/balance/me')).body.credits as number;
-  const r = await w.admin.post('/v1/balance/adjust', { city_id: 'asr-url', user_id: userId, credits: credits - have, reason: 'test', idempotency_key: `set-${userId}` });
-  assert.equal(r.status, 200, r.text);
-  return { u, balance: async () => (await u.get('/v1/balance/me')).body.credits as number };
-}
+const userWith = (userId: string, credits: number) => userWithCredits(w, 'asr-url', userId, credits);
 const transcriptions = () => w.stub.requests.filter((r) => r.path === '/v1/audio/transcriptions').length;
 async function onlyRecord(u: ReturnType<typeof client>) {
   let items: any[] = [];

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { client, errorOf } from '../helpers/http.ts';
 import { until } from '../helpers/wait.ts';
-import { chargedOnce, RICH_USERS, startAiWorld, tokenFor, type AiWorld } from './setup.ts';
+import { chargedOnce, RICH_USERS, startAiWorld, tokenFor, userWithCredits, type AiWorld } from './setup.ts';
 import { MP4_BYTES, PNG_BYTES } from '../stubs/openai-media.ts';
 
 let w: AiWorld;
@@ -32,15 +32,7 @@ async function waitJob(c: ReturnType<typeof client>, path: string, jobId: string
 }
 
 /** A user of city `money` whose balance is exactly `credits` (every new user starts rich here). */
-async function userWith(userId: string, credits: number) {
-  const token = await tokenFor(w.admin, 'money', userId);
-  const u = client(w.gw.url, token);
-  const have = (await u.get('/v1/balance/me')).body.credits as number;
-  const r = await w.admin.post('/v1/balance/adjust', { city_id: 'money', user_id: userId, credits: credits - have, reason: 'test', idempotency_key: `set-${userId}` });
-  assert.equal(r.status, 200, r.text);
-  assert.equal((await u.get('/v1/balance/me')).body.credits, credits);
-  return { token, u, balance: async () => (await u.get('/v1/balance/me')).body.credits as number };
-}
+const userWith = (userId: string, credits: number) => userWithCredits(w, 'money', userId, credits);
 /**
  * A job outlives the request that reserved its credits (and may outlive the process): its
  * charge may be written as a lease 'charge' row or as a per-call hold and its settle.

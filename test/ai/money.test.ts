@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { client, errorOf } from '../helpers/http.ts';
-import { chargedOnce, RICH_USERS, startAiWorld, tokenFor, type AiWorld } from './setup.ts';
+import { chargedOnce, RICH_USERS, startAiWorld, tokenFor, userWithCredits, type AiWorld } from './setup.ts';
 
 let w: AiWorld;
 before(async () => {
@@ -181,6 +181,15 @@ describe('an upstream that reports no usage', () => {
     assert.deepEqual([rec.status, rec.estimated, rec.credits], ['ok', true, want]);
   });
 
+  /** One record, estimated: request bytes / 4 in, the reply's bytes / 4 out; the balance dropped by exactly that (output costs twice input). */
+  async function chargedTheEstimate(t: string, b0: number, body: object) {
+    const input = est(bytes(JSON.stringify(body)));
+    const output = est(bytes(REPLY));
+    const want = input + 2 * output;
+    const [rec] = (await chargedOnce(w.gw.url, t, b0, want, { records: 1 })).records;
+    assert.deepEqual([rec.status, rec.estimated, rec.input_tokens, rec.output_tokens, rec.credits], ['ok', true, input, output, want]);
+  }
+
   // translated-no-usage: an upstream served through the AI SDK translation (chat/translate.ts),
   // not relayed as is, whose answers carry no usage.
   const translatedCalls = () => w.stub.requests.filter((r) => r.path === '/v1/chat/completions' && (r.body as any)?.model === 'stub-no-usage').length;
@@ -196,11 +205,7 @@ describe('an upstream that reports no usage', () => {
     assert.equal(r.body.choices[0].message.content, REPLY);
     assert.equal(translatedCalls(), calls + 1, 'answered by the upstream through the translation');
     assert.equal(r.body.usage, undefined, 'the upstream reported none: no usage shown (not zeros)');
-    const input = est(bytes(JSON.stringify(body)));
-    const output = est(bytes(REPLY));
-    const want = input + 2 * output;
-    const [rec] = (await chargedOnce(w.gw.url, t, b0, want, { records: 1 })).records; // the balance dropped by exactly the estimate
-    assert.deepEqual([rec.status, rec.estimated, rec.input_tokens, rec.output_tokens, rec.credits], ['ok', true, input, output, want]);
+    await chargedTheEstimate(t, b0, body);
   });
 
   test('a translated stream (AI SDK) that ends without usage is charged the estimate of the text relayed', async () => {
@@ -217,11 +222,7 @@ describe('an upstream that reports no usage', () => {
     assert.equal(relayed, REPLY, 'the whole reply was relayed');
     assert.doesNotMatch(r.text, /"usage"/, 'the upstream reported none: no usage event (not zeros)');
     assert.match(r.text, /data: \[DONE\]/);
-    const input = est(bytes(JSON.stringify(body)));
-    const output = est(bytes(REPLY));
-    const want = input + 2 * output;
-    const [rec] = (await chargedOnce(w.gw.url, t, b0, want, { records: 1 })).records; // the balance dropped by exactly the estimate
-    assert.deepEqual([rec.status, rec.estimated, rec.input_tokens, rec.output_tokens, rec.credits], ['ok', true, input, output, want]);
+    await chargedTheEstimate(t, b0, body);
   });
 
   test('a call whose upstream reports usage is not marked estimated', async () => {
@@ -242,13 +243,7 @@ describe('hold sizing: the hold covers the measured cost, or the call is refused
     assert.equal(r.status, 200);
   });
   /** A user whose balance is exactly `credits`. */
-  async function userWith(userId: string, credits: number) {
-    const t = await tokenFor(w.admin, 'holds', userId);
-    const have = await balance(t);
-    const r = await w.admin.post('/v1/balance/adjust', { city_id: 'holds', user_id: userId, credits: credits - have, reason: 'test', idempotency_key: `set-${userId}` });
-    assert.equal(r.status, 200, r.text);
-    return t;
-  }
+  const userWith = async (userId: string, credits: number) => (await userWithCredits(w, 'holds', userId, credits)).token;
   const chats = () => w.stub.requests.filter((r) => r.path === '/v1/chat/completions').length;
   // The stub's reply: "Hello from stub: <the 8 words>" = 11 words, cut to the token limit, × n.
   const EIGHT = 'one two three four five six seven eight';

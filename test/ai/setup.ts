@@ -50,6 +50,17 @@ export async function tokenFor(admin: ReturnType<typeof client>, cityId: string,
   return t.body.user_token;
 }
 
+/** A user of `cityId` whose balance is exactly `credits`: its token, a client, and a balance reader. */
+export async function userWithCredits(w: AiWorld, cityId: string, userId: string, credits: number) {
+  const token = await tokenFor(w.admin, cityId, userId);
+  const u = client(w.gw.url, token);
+  const balance = async () => (await u.get('/v1/balance/me')).body.credits as number;
+  const r = await w.admin.post('/v1/balance/adjust', { city_id: cityId, user_id: userId, credits: credits - (await balance()), reason: 'test', idempotency_key: `set-${userId}` });
+  assert.equal(r.status, 200, r.text);
+  assert.equal(await balance(), credits);
+  return { token, u, balance };
+}
+
 export async function startAiWorld(opts: { stub?: OpenAIStubOptions; env?: Record<string, string> } = {}): Promise<AiWorld> {
   const stub = await startOpenAIStub({ slowMs: 1500, streamSlowMs: 100, videoPolls: 1, ...opts.stub });
   const dir = tempDir('citygate-ai-');
