@@ -3,7 +3,7 @@
 //
 // Env: BENCH_DURATION (s per case, default 10), BENCH_CONNECTIONS (default 50),
 //      BENCH_WARMUP (s of unrecorded load before each case, default 2),
-//      BENCH_TARGETS (default "direct,citygate,citygate-free,citygate-limited,citygate-free-limited,citygate-3up,portkey"; citygate is
+//      BENCH_TARGETS (default "direct,bare,citygate,citygate-free,citygate-limited,citygate-free-limited,citygate-3up,portkey"; citygate is
 //      charged; *-limited run with the rate limits of BENCH_LIMITS, KEY=VALUE,…, by default far above the load), BENCH_MODES (default "json,stream"),
 //      BENCH_MODEL (default "gpt-4o-mini"), BENCH_PORTKEY_PRELOAD=0 (no streaming workaround).
 import { rmSync } from "node:fs";
@@ -44,6 +44,9 @@ const RATIOS: [string, string][] = [
   ["citygate-free-limited", "citygate-free"],
   ["citygate", "portkey"],
   ["citygate-free", "portkey"],
+  // how much of the floor (a relay that does nothing else) citygate keeps, and the floor vs Portkey
+  ["citygate-free", "bare"],
+  ["bare", "portkey"],
   ["citygate", "direct"],
   ["citygate-free", "direct"],
   ["portkey", "direct"],

@@ -255,6 +255,27 @@ export const citygate3 = citygateTarget("citygate-3up", true, false, 3);
 //   Authorization: Bearer <stub key>          (forwarded to the upstream as the OpenAI key)
 // Portkey then POSTs <custom-host>/chat/completions with global fetch.
 
+// ---- (d) bare: Hono + undici relay, nothing else — the floor of a Node gateway ------------
+
+const BARE_ENTRY = fileURLToPath(new URL("./bare-server.ts", import.meta.url));
+
+export const bare: Target = {
+  name: "bare",
+  description: "Hono + @hono/node-server + undici relay to the stub, nothing else (bench/bare-server.ts): the floor of a Node gateway",
+  async start({ stub }) {
+    const port = await freePort();
+    const origin = `http://127.0.0.1:${port}`;
+    const proc = await spawnServer({
+      name: "bare",
+      args: [BARE_ENTRY],
+      cwd: REPO_ROOT,
+      env: { NODE_ENV: "production", PORT: String(port), UPSTREAM: stub.url, UPSTREAM_KEY: stub.apiKey },
+      ready: () => answersHttp(origin + "/"),
+    });
+    return { name: "bare", chatUrl: `${origin}/v1/chat/completions`, headers: {}, process: proc, notes: [], stop: () => proc.stop() };
+  },
+};
+
 const PORTKEY_ENTRY = join(REPO_ROOT, "node_modules/@portkey-ai/gateway/build/start-server.js");
 const PORTKEY_PRELOAD = fileURLToPath(new URL("./portkey-preload.ts", import.meta.url));
 
@@ -293,7 +314,7 @@ export const portkey: Target = {
   },
 };
 
-export const TARGETS: Target[] = [direct, citygate, citygateFree, citygateLimited, citygateFreeLimited, citygate3, portkey];
+export const TARGETS: Target[] = [direct, bare, citygate, citygateFree, citygateLimited, citygateFreeLimited, citygate3, portkey];
 
 async function getJson<T>(url: string, bearer: string): Promise<T> {
   const res = await fetch(url, { headers: { authorization: `Bearer ${bearer}` } });
