@@ -13,12 +13,14 @@
 // memory (the caller awaits only when it gets a promise).
 // Request counters are claimed in blocks: one UPSERT adds B to the window's count and this
 // process then admits up to B requests from memory (B = a quarter of what is left of the limit,
-// at most MAX_BLOCK; 1 when few are left, so a limit of 5 is counted request by request). A block
-// of at least PREFETCH_FROM slots claims the next one when a quarter of it is left, so requests
-// do not wait for the claim. The count in the database is therefore never below what was
+// and at most the larger of MIN_BLOCK and half a second of this process's recent pace on the
+// counter, never above MAX_BLOCK; 1 when few are left, so a limit of 5 is counted request by
+// request). A block of at least PREFETCH_FROM slots claims the next one when a quarter is left, so
+// requests do not wait for the claim. The count in the database is therefore never below what was
 // admitted, across every process: never more than the limit is served. Unused claimed slots die
-// with the window, so other processes can be refused up to 1.25 B per process early. A subject
-// already over its limit in this window is refused from memory without touching the database.
+// with the window, so other processes can be refused up to 1.25 B per process early (at most
+// 125 requests, or about 0.6 s of this process's traffic). A subject already over its limit in
+// this window is refused from memory without touching the database.
 // Token counters count the tokens calls actually used, written every 100 ms and read at most
 // every 100 ms per key (token-counts.ts): this process's own tokens count at once, another
 // process's within 100 ms of their write (200 ms of the call). On Workers each call's tokens are
@@ -34,8 +36,14 @@ import { CounterBatch } from './counter-batch.ts';
 import { TokenCounts } from './token-counts.ts';
 
 const WINDOW_MS = 60_000;
-/** Most request slots one claim takes (one UPSERT per this many requests at most). */
-const MAX_BLOCK = 100;
+/** A claim takes up to this many slots whatever the pace (one UPSERT per this many requests at most)… */
+const MIN_BLOCK = 100;
+/** …and up to this long of the process's recent pace on the counter, when that is more (one UPSERT per counter per half second under load)… */
+const BLOCK_PACE_MS = 500;
+/** …but never more than this. */
+const MAX_BLOCK = 10_000;
+/** The pace is measured over spans of at least this long. */
+const PACE_SPAN_MS = 100;
 /** Blocks of at least this many slots claim the next one early (near the limit, none is claimed ahead). */
 const PREFETCH_FROM = 8;
 const DEFAULT_GUEST_RPM = 60;
@@ -72,6 +80,22 @@ interface Slots {
   /** A claim got no slot: the limit is reached in this window. */
   full: boolean;
   claiming: Promise<void> | null;
+  /** Slots used in this window, and when the pace was last measured and how many were used then. */
+  used: number;
+  pacedAt: number;
+  usedAtPace: number;
+  /** Slots used per ms over the last block (carried into the next window). */
+  pace: number;
+}
+
+/** The env's limits, parsed once per env snapshot (they are read on every admission). */
+interface EnvLimits {
+  guestRpm: number;
+  userRpm: number;
+  cityRpm: number;
+  userTpm: number;
+  cityTpm: number;
+  userConcurrency: number;
 }
 
 /** What a request was admitted with: the headers to send, and what to undo or count later. */
@@ -114,6 +138,8 @@ export class RateLimiter {
   #tokens: TokenCounts;
 
   #keepAlive: (p: Promise<unknown>) => void;
+  #envLimits: EnvLimits | null = null;
+  #envVersion = -1;
 
   /**
    * writeThrough: no timers that outlive a request (a runtime without a graceful stop: Workers).
@@ -140,20 +166,30 @@ export class RateLimiter {
     return chain[Math.max(0, chain.length - 1 - hops)];
   }
 
+  #fromEnv(): EnvLimits {
+    if (this.#envLimits && this.#envVersion === this.env.version) return this.#envLimits;
+    const guest = this.env.get('RATE_LIMIT_GUEST_RPM');
+    this.#envVersion = this.env.version;
+    return (this.#envLimits = {
+      guestRpm: guest === undefined ? DEFAULT_GUEST_RPM : limitOf(guest),
+      userRpm: limitOf(this.env.get('RATE_LIMIT_USER_RPM')),
+      cityRpm: limitOf(this.env.get('RATE_LIMIT_CITY_RPM')),
+      userTpm: limitOf(this.env.get('RATE_LIMIT_USER_TPM')),
+      cityTpm: limitOf(this.env.get('RATE_LIMIT_CITY_TPM')),
+      userConcurrency: limitOf(this.env.get('RATE_LIMIT_USER_CONCURRENCY')),
+    });
+  }
+
   /** The counters that apply to one request (none: the request costs nothing here). */
   #counters(identity: Identity, method: string, ipLimited: boolean, ip: () => string, l: CityLimits): readonly Counter[] {
     const out: Counter[] = [];
-    if (ipLimited) {
-      const v = this.env.get('RATE_LIMIT_GUEST_RPM');
-      const rpm = v === undefined ? DEFAULT_GUEST_RPM : limitOf(v);
-      if (rpm > 0) out.push({ key: `ip:${ip()}`, kind: 'requests', limit: rpm });
-    }
+    const e = this.#fromEnv();
+    if (ipLimited && e.guestRpm > 0) out.push({ key: `ip:${ip()}`, kind: 'requests', limit: e.guestRpm });
     if (identity.kind === 'user' && method === 'POST') {
-      const pick = (own: number | null | undefined, envKey: string) => (own != null ? own : limitOf(this.env.get(envKey)));
-      const urpm = pick(l.user_rpm, 'RATE_LIMIT_USER_RPM');
-      const crpm = pick(l.city_rpm, 'RATE_LIMIT_CITY_RPM');
-      const utpm = pick(l.user_tpm, 'RATE_LIMIT_USER_TPM');
-      const ctpm = pick(l.city_tpm, 'RATE_LIMIT_CITY_TPM');
+      const urpm = l.user_rpm ?? e.userRpm;
+      const crpm = l.city_rpm ?? e.cityRpm;
+      const utpm = l.user_tpm ?? e.userTpm;
+      const ctpm = l.city_tpm ?? e.cityTpm;
       if (urpm <= 0 && crpm <= 0 && utpm <= 0 && ctpm <= 0) return out; // no limit: no keys to build
       const k = this.#keysOf(identity.cityId, identity.userId);
       // The same limits as this user's last request (the usual case): the same counters.
@@ -190,7 +226,7 @@ export class RateLimiter {
 
   #concurrency(identity: Identity, method: string, limits: { user_concurrency?: number | null }): number {
     if (identity.kind !== 'user' || method !== 'POST') return 0;
-    return limits.user_concurrency != null ? limits.user_concurrency : limitOf(this.env.get('RATE_LIMIT_USER_CONCURRENCY'));
+    return limits.user_concurrency ?? this.#fromEnv().userConcurrency;
   }
 
   /**
@@ -296,7 +332,8 @@ export class RateLimiter {
       let s = this.#slots.get(c.key);
       if (!s || s.windowStart !== windowStart) {
         if (this.#slots.size > 100_000) this.#slots.clear();
-        this.#slots.set(c.key, (s = { windowStart, left: 0, n: 0, low: 0, full: false, claiming: null }));
+        const pace = s?.pace ?? 0; // the pace carries over into the new window
+        this.#slots.set(c.key, (s = { windowStart, left: 0, n: 0, low: 0, full: false, claiming: null, used: 0, pacedAt: 0, usedAtPace: 0, pace }));
       }
       if (s.left > 0) return this.#take(c, s);
       if (s.claiming) {
@@ -311,6 +348,7 @@ export class RateLimiter {
   /** Uses one slot of the block; the next block is claimed when a quarter of this one is left. */
   #take(c: Counter, s: Slots): number {
     s.left--;
+    s.used++;
     const n = s.n - s.left;
     if (s.left === s.low && s.low > 0 && !s.claiming && !s.full && s.n < c.limit) {
       // In the background: the requests meanwhile keep taking from memory.
@@ -319,9 +357,20 @@ export class RateLimiter {
     return n;
   }
 
-  /** Claims the next block of slots: a quarter of what is left of the limit, at most MAX_BLOCK. */
+  /**
+   * Claims the next block of slots: a quarter of what is left of the limit, and at most the
+   * larger of MIN_BLOCK and BLOCK_PACE_MS of this process's pace (never above MAX_BLOCK).
+   */
   #claim(c: Counter, s: Slots): Promise<void> {
-    const block = Math.max(1, Math.min(MAX_BLOCK, Math.floor((c.limit - s.n) / 4)));
+    // The pace is measured over at least PACE_SPAN_MS: a burst of claims keeps the last one.
+    const now = Date.now();
+    if (now - s.pacedAt >= PACE_SPAN_MS) {
+      if (s.pacedAt > 0) s.pace = (s.used - s.usedAtPace) / (now - s.pacedAt);
+      s.pacedAt = now;
+      s.usedAtPace = s.used;
+    }
+    const most = Math.min(MAX_BLOCK, Math.max(MIN_BLOCK, Math.ceil(s.pace * BLOCK_PACE_MS)));
+    const block = Math.max(1, Math.min(most, Math.floor((c.limit - s.n) / 4)));
     s.claiming = this.#batch.add(c.key, block, s.windowStart).then(
       (after) => {
         // Slots (after − block, after] are ours; those past the limit are not. Slots left of the
@@ -366,8 +415,9 @@ export class RateLimiter {
     const windowStart = now - (now % WINDOW_MS);
     let user: Promise<void> | null = null;
     let whole: Promise<void> | null = null;
-    if ((l.user_tpm != null ? l.user_tpm : limitOf(this.env.get('RATE_LIMIT_USER_TPM'))) > 0) user = this.#tokens.add(this.#keysOf(r.city_id, r.user_id).userTpm, tokens, windowStart);
-    if ((l.city_tpm != null ? l.city_tpm : limitOf(this.env.get('RATE_LIMIT_CITY_TPM'))) > 0) whole = this.#tokens.add(this.#keysOf(r.city_id, r.user_id).cityTpm, tokens, windowStart);
+    const e = this.#fromEnv();
+    if ((l.user_tpm ?? e.userTpm) > 0) user = this.#tokens.add(this.#keysOf(r.city_id, r.user_id).userTpm, tokens, windowStart);
+    if ((l.city_tpm ?? e.cityTpm) > 0) whole = this.#tokens.add(this.#keysOf(r.city_id, r.user_id).cityTpm, tokens, windowStart);
     return user && whole ? Promise.all([user, whole]).then(() => {}) : (user ?? whole);
   }
 

@@ -18,6 +18,8 @@ export class RuntimeEnv {
   readonly processEnv: ProcessEnv;
   readonly ttlMs: number;
   #table = new Map<string, string>();
+  /** Bumped on every change of the snapshot: what is derived from values can be kept until it moves. */
+  #version = 0;
   /** Process-environment reads, remembered until the next refresh (process.env is slow to read). */
   #proc = new Map<string, string | undefined>();
   #loadedAt = 0;
@@ -50,6 +52,11 @@ export class RuntimeEnv {
       this.#proc.set(key, v);
     }
     return v;
+  }
+
+  /** Changes whenever a value may have changed (a reload, a write): a cache of parsed values keys on it. */
+  get version(): number {
+    return this.#version;
   }
 
   has(key: string): boolean {
@@ -110,6 +117,7 @@ export class RuntimeEnv {
         }
         this.#table = table;
         this.#proc.clear();
+        this.#version++;
         this.#loadedAt = Date.now();
       } finally {
         this.#loading = null;
@@ -146,6 +154,7 @@ export class RuntimeEnv {
       ),
     );
     for (const e of entries) this.#table.set(e.key, e.value);
+    this.#version++;
     this.db.changes?.publish('env', '');
   }
 
@@ -159,12 +168,14 @@ export class RuntimeEnv {
     const row = await this.db.kysely.selectFrom('env').select('value').where('key', '=', key).executeTakeFirstOrThrow();
     const stored = (await this.#open(key, row.value)) ?? '';
     this.#table.set(key, stored);
+    this.#version++;
     return { value: stored, inserted: Number(res.numInsertedOrUpdatedRows ?? 0) > 0 };
   }
 
   async remove(key: string): Promise<boolean> {
     const res = await this.db.kysely.deleteFrom('env').where('key', '=', key).executeTakeFirst();
     this.#table.delete(key);
+    this.#version++;
     this.db.changes?.publish('env', '');
     return Number(res.numDeletedRows) > 0;
   }
