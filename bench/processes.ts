@@ -1,10 +1,10 @@
 // Child processes for the benchmark: every server (stub, each gateway) runs in its own
 // process, on the same Node as the harness (process.execPath), so none shares the load
 // generator's event loop.
-import { fork, spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, fork, spawn, type ChildProcess } from "node:child_process";
 import { closeSync, mkdtempSync, openSync, readFileSync, readSync, fstatSync } from "node:fs";
 import { createServer } from "node:net";
-import { tmpdir } from "node:os";
+import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 
 export type ServerProcess = {
@@ -18,8 +18,34 @@ export type ServerProcess = {
   stop(): Promise<void>;
 };
 
+// BENCH_GATEWAY_CPUS=1 (a taskset CPU list): each gateway runs on those CPUs, and the harness (the
+// load generator) and the stub on the others. Then what a gateway costs in CPU decides its req/s,
+// not how the scheduler shares cores among it, the load generator and the stub (a gateway that
+// sends bigger responses makes the load generator work harder, which unpinned shows up as the
+// gateway's slowness). Linux only (taskset, from util-linux).
+const GATEWAY_CPUS = process.env.BENCH_GATEWAY_CPUS;
+
+/** Pins a process and all its threads (those it starts later inherit it). */
+function pin(pid: number, cpus: string): void {
+  execFileSync("taskset", ["-a", "-c", "-p", cpus, String(pid)], { stdio: "ignore" });
+}
+
+if (GATEWAY_CPUS) {
+  const gateway = new Set(
+    GATEWAY_CPUS.split(",").flatMap((part) => {
+      const [a, b] = part.split("-").map(Number);
+      return Array.from({ length: (b ?? a) - a + 1 }, (_, i) => a + i);
+    }),
+  );
+  const rest = Array.from({ length: availableParallelism() }, (_, i) => i).filter((c) => !gateway.has(c));
+  if (rest.length === 0) throw new Error(`BENCH_GATEWAY_CPUS=${GATEWAY_CPUS} leaves no CPU for the load generator`);
+  pin(process.pid, rest.join(","));
+}
+
 export type SpawnOptions = {
   name: string;
+  /** A gateway under test: runs on BENCH_GATEWAY_CPUS when that is set. */
+  gateway?: boolean;
   /** Arguments after the node executable, e.g. [script, "serve"]. */
   args: string[];
   /** Extra node flags, e.g. ["--import", "./preload.ts"]. */
@@ -76,6 +102,7 @@ export async function spawnServer(opts: SpawnOptions): Promise<ServerProcess> {
     : spawn(process.execPath, [...(opts.nodeArgs ?? []), ...opts.args], { env, cwd: opts.cwd, stdio: ["ignore", out, out] });
   closeSync(out);
   live.add(child);
+  if (opts.gateway && GATEWAY_CPUS && child.pid) pin(child.pid, GATEWAY_CPUS);
   opts.onSpawn?.(child);
   const tail = () => readTail(logPath);
   let exited: string | undefined;

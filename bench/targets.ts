@@ -179,6 +179,7 @@ function citygateTarget(name: string, charged: boolean, limited = false, upstrea
       let adminKey = `bench-admin-${crypto.randomUUID()}`;
       const proc = await spawnServer({
         name,
+        gateway: true,
         args: [CITYGATE_ENTRY, "serve"],
         // BENCH_CITYGATE_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/p": node flags for the citygate process only
         nodeArgs: process.env.BENCH_CITYGATE_NODE_ARGS?.split(" ").filter(Boolean),
@@ -267,6 +268,7 @@ export const bare: Target = {
     const origin = `http://127.0.0.1:${port}`;
     const proc = await spawnServer({
       name: "bare",
+      gateway: true,
       args: [BARE_ENTRY],
       cwd: REPO_ROOT,
       env: { NODE_ENV: "production", PORT: String(port), UPSTREAM: stub.url, UPSTREAM_KEY: stub.apiKey },
@@ -289,6 +291,7 @@ export const portkey: Target = {
     const usePreload = process.env.BENCH_PORTKEY_PRELOAD !== "0";
     const proc = await spawnServer({
       name: "portkey",
+      gateway: true,
       args: [PORTKEY_ENTRY, `--port=${port}`, "--headless"],
       nodeArgs: usePreload ? ["--import", PORTKEY_PRELOAD] : [],
       cwd: REPO_ROOT,
