@@ -13,6 +13,52 @@ import { RuntimeEnv } from '../../src/kernel/runtime-env.ts';
 import { openNodeDatabase } from '../../src/runtimes/node/database.ts';
 import { tempDir } from '../helpers/gateway.ts';
 
+/** Admits one request; false when it is refused with 429. */
+async function admitted(limits: RateLimiter, user: Identity): Promise<boolean> {
+  try {
+    const a = limits.admit(user, 'POST', false, () => '127.0.0.1');
+    return !!(a instanceof Promise ? await a : a);
+  } catch (e) {
+    if ((e as { status?: number }).status === 429) return false;
+    throw e;
+  }
+}
+
+test('two processes share a limit of 100 exactly: slots a process still holds are served after its next claim finds the window full', async () => {
+  const db = await openNodeDatabase({ databaseUrl: null, databasePath: join(tempDir('citygate-rate-full-'), 'c.sqlite'), poolSize: 2, statementTimeoutMs: 0 });
+  try {
+    await migrate(db);
+    const process = async () => {
+      const env = new RuntimeEnv(db, { RATE_LIMIT_USER_RPM: '100' });
+      await env.refresh();
+      const cities = new CityStatusCache(db, 60_000);
+      cities.set('c1', 'active', {});
+      return new RateLimiter(db, env, cities);
+    };
+    const [a, b] = [await process(), await process()];
+    const user: Identity = { kind: 'user', cityId: 'c1', userId: 'u1' } as Identity;
+    // all in one window
+    if (60_000 - (Date.now() % 60_000) < 3000) await new Promise((r) => setTimeout(r, 60_000 - (Date.now() % 60_000) + 50));
+
+    // B claims a block (a quarter of the limit: 25) and uses one slot.
+    assert.equal(await admitted(b, user), true);
+    // A takes everything else.
+    let servedA = 0;
+    while (await admitted(a, user)) servedA++;
+    // B uses its block down to the point where it claims the next one in the background; that
+    // claim finds the window full. The slots B still holds are its own: they are served.
+    let servedB = 1;
+    for (let i = 0; i < 40; i++) {
+      if (!(await admitted(b, user))) break;
+      servedB++;
+      await new Promise((r) => setTimeout(r, 2)); // let the background claim land between admissions
+    }
+    assert.deepEqual({ servedA, servedB, total: servedA + servedB }, { servedA: 75, servedB: 25, total: 100 });
+  } finally {
+    await db.close();
+  }
+});
+
 test('under load, request slots are claimed in blocks of about half a second of traffic, within the early-refusal bound', async () => {
   const db = await openNodeDatabase({ databaseUrl: null, databasePath: join(tempDir('citygate-rate-blocks-'), 'c.sqlite'), poolSize: 2, statementTimeoutMs: 0 });
   try {
