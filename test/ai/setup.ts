@@ -126,7 +126,7 @@ export async function chargedOnce(base: string, token: string, start: number, wa
       records,
       ledger,
       used: records.reduce((s, r) => s + r.credits, 0),
-      charged: -charges.reduce((s, e) => s + e.credits, 0),
+      charged: charges.reduce((s, e) => s - e.credits, 0), // 0, not -0, when nothing was charged
       calls: charges.reduce((s, e) => s + Number(/^(\d+) calls?$/.exec(e.reason ?? '')?.[1] ?? NaN), 0),
     };
   };

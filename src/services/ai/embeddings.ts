@@ -1,13 +1,13 @@
 // POST /v1/ai/embeddings in the OpenAI format, routed like chat/completions (retries,
 // fallbacks, circuit breakers): each attempt forwards to an upstream that serves /embeddings
 // (OpenAI and OpenAI-compatible), or uses the AI SDK's embedMany for the others (Google).
-// Charged by input tokens as the upstream reports them.
+// Charged by input tokens as the upstream reports them (an estimate when it reports none).
 import { embedMany } from 'ai';
 import { z } from 'zod';
 import { badRequest, GatewayError } from '../../kernel/errors.ts';
 import type { ActionContext } from '../../kernel/service.ts';
 import { forwardAttempt, upstreamBody } from './forward.ts';
-import { AiCall, tokenBound } from './meter.ts';
+import { AiCall, BYTES_PER_TOKEN, byteLength, tokenBound } from './meter.ts';
 import { adapters } from './providers/index.ts';
 import { resolveModel } from './resolve.ts';
 import { candidatesOf, nativeUrlOf, routeCall, type Responder } from './routing/route.ts';
@@ -80,9 +80,12 @@ export async function embeddings(ctx: ActionContext<EmbeddingsInput>): Promise<R
       abortSignal: d.signal,
     });
     d.clear();
-    const used = num(res.usage?.tokens);
+    // Google's embeddings API reports no token counts (the SDK's usage is NaN): rather than a
+    // free call, the documented estimate (docs/money.md), never above the hold (inputBound).
+    const reported = num(res.usage?.tokens);
+    const used = reported || Math.ceil(strings!.reduce((n, s) => n + byteLength(s), 0) / BYTES_PER_TOKEN);
     return async () => {
-      await call.finish('ok', { input_tokens: used });
+      await call.finish('ok', { input_tokens: used, ...(reported ? {} : { estimated: true }) });
       const b64 = input.encoding_format === 'base64';
       return Response.json({
         object: 'list',

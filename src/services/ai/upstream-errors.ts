@@ -2,7 +2,7 @@
 // 502, timeout → 504, an upstream 4xx caused by the input → 400 with the upstream's reason,
 // the upstream refusing citygate's own key → 502 (the caller cannot fix it), upstream rate
 // limit → 429. Messages never carry credentials.
-import { APICallError } from 'ai';
+import { APICallError, StreamProviderError } from 'ai';
 import { GatewayError, isGatewayError } from '../../kernel/errors.ts';
 
 export class UpstreamStatusError extends Error {
@@ -90,10 +90,24 @@ export function upstreamReason(body: string | undefined): string {
   return body.slice(0, 300);
 }
 
+/** Google answers a wrong API key with 400 INVALID_ARGUMENT, not 401: its ErrorInfo says API_KEY_INVALID. */
+function isGoogleKeyRejection(body: string | undefined): boolean {
+  if (!body || !body.includes('API_KEY_INVALID')) return false;
+  try {
+    const j = JSON.parse(body);
+    const details = (Array.isArray(j) ? j[0] : j)?.error?.details;
+    return Array.isArray(details) && details.some((d) => d?.reason === 'API_KEY_INVALID');
+  } catch {
+    return false;
+  }
+}
+
 export function fromUpstreamStatus(status: number, body: string | undefined): GatewayError {
   const reason = upstreamReason(body);
   if (status === 429) return new GatewayError(429, 'upstream_rate_limited', `The upstream provider is rate limiting: ${reason || 'try again later'}`);
-  if (status === 401 || status === 403) {
+  // A refused key is citygate's to fix, not the caller's (and another upstream may take the
+  // call), even when the upstream says it with a 400 as Google does.
+  if (status === 401 || status === 403 || (status === 400 && isGoogleKeyRejection(body))) {
     return new GatewayError(502, 'upstream_auth_failed', 'The upstream provider refused the gateway’s credentials.');
   }
   if (status === 408 || status === 504) return new GatewayError(504, 'upstream_timeout', 'The upstream provider timed out.');
@@ -115,6 +129,9 @@ export function toGatewayError(e: unknown, d?: Deadline): GatewayError {
     if (e.statusCode) return fromUpstreamStatus(e.statusCode, e.responseBody);
     return new GatewayError(502, 'upstream_unavailable', 'The upstream provider could not be reached.');
   }
+  // An error the upstream reported inside a stream it had begun (Google's {"error": …} event):
+  // mapped by the status it carries, like the same error before the stream.
+  if (StreamProviderError.isInstance(e) && e.statusCode) return fromUpstreamStatus(e.statusCode, JSON.stringify({ error: { message: e.message } }));
   const cause = (e as { cause?: unknown })?.cause;
   if (cause && cause !== e && (APICallError.isInstance(cause) || cause instanceof UpstreamStatusError)) return toGatewayError(cause, d);
   const name = (e as { name?: string })?.name ?? '';
