@@ -6,6 +6,7 @@ import type { GatewayContext } from '../../src/kernel/context.ts';
 import { GatewayError } from '../../src/kernel/errors.ts';
 import type { Billing, Hold, MeterRecord } from '../../src/kernel/metering.ts';
 import { relaySse, type RelayEnd } from '../../src/services/ai/chat/sse.ts';
+import { topLevelObjectMember } from '../../src/services/ai/json-member.ts';
 import { AiCall } from '../../src/services/ai/meter.ts';
 import type { ModelDef } from '../../src/services/ai/registry.ts';
 
@@ -174,6 +175,51 @@ describe('the SSE relay', () => {
       assert.equal(broke.text, head + 'data: {"choices":[{"del' + 'data: {"error":{}}\n\n');
       assert.equal(broke.end.aborted, false);
       assert.ok(broke.end.error);
+    }
+  });
+});
+
+describe('the top-level usage of a JSON answer, read from its bytes', () => {
+  const enc = new TextEncoder();
+  const dec = new TextDecoder();
+  /** What JSON.parse makes of the answer's top-level `usage` when it is an object, else null. */
+  const byParse = (text: string) => {
+    const u = JSON.parse(text)?.usage;
+    return u && typeof u === 'object' && !Array.isArray(u) ? u : null;
+  };
+  const byScan = (text: string) => {
+    const b = topLevelObjectMember(enc.encode(text), 'usage');
+    return b ? JSON.parse(dec.decode(b)) : null;
+  };
+  const usage = { prompt_tokens: 12, completion_tokens: 7, prompt_tokens_details: { cached_tokens: 3 } };
+
+  test('agrees with JSON.parse wherever "usage" appears, however the answer is laid out', () => {
+    const answers: unknown[] = [
+      { id: 'c', choices: [{ message: { content: 'hi' } }], usage, service_tier: 'default', system_fingerprint: 'fp' },
+      { usage, choices: [{ message: { content: 'usage first' } }] },
+      { choices: [{ message: { content: 'say "usage": {"prompt_tokens": 99}', usage: { prompt_tokens: 98 } } }], x: '\\', y: '\\"usage\\"' },
+      { choices: [], usage: null },
+      { choices: [], usage: 'none' },
+      { choices: [], usage: [usage] },
+      { choices: [], meta: { usage: { prompt_tokens: 5 } } },
+      { choices: [], usage: {} },
+      { choices: [{ message: { content: 'a}b]c{d[e"f\\' } }], usage, tail: ['}', { usage: { prompt_tokens: 1 } }], n: -1.5e3, t: true, f: null },
+      { choices: [], usage, note: 'x "usage": {"prompt_tokens": 99} \\', note2: 'a"}"b', usage2: { usage: { prompt_tokens: 97 } } },
+      { 'usage\\': { prompt_tokens: 4 }, usag: { prompt_tokens: 5 }, choices: [] },
+      {},
+    ];
+    for (const a of answers) {
+      for (const text of [JSON.stringify(a), JSON.stringify(a, null, 2), ` \n${JSON.stringify(a, null, '\t')}\r\n `]) {
+        assert.deepEqual(byScan(text), byParse(text), text);
+      }
+    }
+    // duplicate keys: JSON.parse keeps the last
+    assert.deepEqual(byScan('{"usage":{"prompt_tokens":1},"choices":[],"usage":{"prompt_tokens":2}}'), { prompt_tokens: 2 });
+  });
+
+  test('not an object, or cut short: nothing (the caller parses the whole answer)', () => {
+    for (const text of ['[{"usage":{"a":1}}]', '"usage"', '', '   ', '{', '}', '{"choices":[],"usage":{"prompt_tokens":1}', '{"a":"b","usage":{"p":1}}}', 'null']) {
+      assert.equal(topLevelObjectMember(enc.encode(text), 'usage'), null, text);
     }
   });
 });

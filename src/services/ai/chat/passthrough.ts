@@ -13,6 +13,7 @@ import { byteLength, estimateFromEvents, estimateFromText, type AiCall, type Usa
 import type { Target } from '../routing/route.ts';
 import { CLIENT_CLOSED, toGatewayError, type Deadline } from '../upstream-errors.ts';
 import { bufferedAnswer, firstChunk, statusError } from '../upstream-answer.ts';
+import { topLevelObjectMember } from '../json-member.ts';
 import { relaySse, type ChatUsage } from './sse.ts';
 import type { ChatInput } from './input.ts';
 
@@ -45,6 +46,28 @@ function replyBytes(choices: unknown): number {
     }
   }
   return n;
+}
+
+/**
+ * What a JSON answer used: its top-level `usage` object, read from the bytes alone (json-member.ts:
+ * the answer is relayed, never parsed whole); without one, the whole answer is parsed for the
+ * estimate (the reply's text), and an answer that is not JSON is charged as if it all were reply text.
+ */
+function usageOfAnswer(raw: Uint8Array, bytes: Uint8Array): Usage {
+  const u = topLevelObjectMember(bytes, 'usage');
+  if (u) {
+    try {
+      return usageToMeasured(JSON.parse(dec.decode(u)) as ChatUsage);
+    } catch {
+      /* unreadable: as below */
+    }
+  }
+  try {
+    const json = JSON.parse(dec.decode(bytes)) as { usage?: ChatUsage; choices?: unknown };
+    return json.usage ? usageToMeasured(json.usage) : estimateFromText(raw.byteLength, replyBytes(json.choices));
+  } catch {
+    return estimateFromText(raw.byteLength, bytes.byteLength);
+  }
 }
 
 /** The body with `"stream_options":{"include_usage":true}` inserted after its first brace. */
@@ -101,15 +124,7 @@ export async function passthroughAttempt(
       throw statusError(res, bytes);
     }
     d.clear();
-    let used: Usage;
-    try {
-      const json = JSON.parse(dec.decode(bytes)) as { usage?: ChatUsage; choices?: unknown };
-      used = json.usage ? usageToMeasured(json.usage) : estimateFromText(raw.byteLength, replyBytes(json.choices));
-    } catch {
-      // not JSON: forwarded as is; charged as if it all were reply text
-      used = estimateFromText(raw.byteLength, bytes.byteLength);
-    }
-    return bufferedAnswer(gw, call, res, bytes, used);
+    return bufferedAnswer(gw, call, res, bytes, usageOfAnswer(raw, bytes));
   }
 
   const { head, rest: it } = await firstChunk(res, d);
