@@ -3,7 +3,7 @@
 // SDK clients (the AI SDK's providers) get the platform fetch: they are off the hot path and
 // need its FormData and Request types.
 import type { Readable } from 'node:stream';
-import { Agent, request } from 'undici';
+import { Agent, errors } from 'undici';
 import type { UpstreamHttp } from '../../kernel/http.ts';
 
 export interface UndiciHttpOptions {
@@ -24,13 +24,10 @@ export function undiciHttp(opts: UndiciHttpOptions = {}): UpstreamHttp & { close
   return {
     fetch: (...a) => fetch(...a),
     async request(r) {
-      const res = await request(r.url, {
-        method: r.method,
-        headers: r.headers,
-        body: r.body,
-        signal: r.signal,
-        dispatcher: agent,
-      });
+      // The agent's own request(): undici's top-level request() parses the URL and copies the
+      // options on every call; the origin and path of an upstream URL are parsed once.
+      const { origin, path } = targetOf(r.url);
+      const res = await agent.request({ origin, path, method: r.method, headers: r.headers, body: r.body, signal: r.signal });
       const body = res.body;
       return {
         status: res.statusCode,
@@ -46,6 +43,21 @@ export function undiciHttp(opts: UndiciHttpOptions = {}): UpstreamHttp & { close
     },
     close: () => agent.close(),
   };
+}
+
+/** Origin and path of upstream URLs (a handful of distinct ones: one per upstream and endpoint). */
+const targets = new Map<string, { origin: string; path: string }>();
+
+function targetOf(url: string): { origin: string; path: string } {
+  let t = targets.get(url);
+  if (!t) {
+    const u = new URL(url);
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new errors.InvalidArgumentError('Invalid URL protocol: the URL must start with `http:` or `https:`.');
+    t = { origin: u.origin, path: `${u.pathname}${u.search}` };
+    if (targets.size >= 1000) targets.clear();
+    targets.set(url, t);
+  }
+  return t;
 }
 
 const DONE: IteratorResult<Uint8Array> = { done: true, value: undefined };

@@ -48,6 +48,31 @@ function replyBytes(choices: unknown): number {
   return n;
 }
 
+/** By target (its upstream and key are fixed per target): the pass-through URL and request headers, built once, not per call. */
+interface Plan {
+  url: string | null;
+  json: Record<string, string>;
+  stream: Record<string, string>;
+}
+const plans = new WeakMap<Target, Plan>();
+
+function planOf(t: Target): Plan {
+  let p = plans.get(t);
+  if (!p) {
+    const auth = t.adapter.authHeaders(t.provider);
+    p = {
+      url: t.adapter.chatCompletionsUrl(t.provider),
+      json: { 'content-type': 'application/json', accept: 'application/json', ...auth },
+      stream: { 'content-type': 'application/json', accept: 'text/event-stream', ...auth },
+    };
+    plans.set(t, p);
+  }
+  return p;
+}
+
+/** The target's chat/completions URL when it is passed through (an OpenAI-compatible upstream), else null. */
+export const passthroughUrl = (t: Target): string | null => planOf(t).url;
+
 /**
  * What a JSON answer used: its top-level `usage` object, read from the bytes alone (json-member.ts:
  * the answer is relayed, never parsed whole); without one, the whole answer is parsed for the
@@ -113,7 +138,7 @@ export async function passthroughAttempt(
   const res = await gw.http.request({
     method: 'POST',
     url,
-    headers: { 'content-type': 'application/json', accept: stream ? 'text/event-stream' : 'application/json', ...t.adapter.authHeaders(t.provider) },
+    headers: stream ? planOf(t).stream : planOf(t).json,
     body,
     signal: d.signal,
   });
