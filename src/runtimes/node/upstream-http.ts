@@ -2,6 +2,7 @@
 // About 3.5× the requests/s of the global fetch to the same upstream (DESIGN.md, the hot path).
 // SDK clients (the AI SDK's providers) get the platform fetch: they are off the hot path and
 // need its FormData and Request types.
+import type { EventEmitter } from 'node:events';
 import type { Readable } from 'node:stream';
 import { Agent, errors } from 'undici';
 import type { UpstreamHttp } from '../../kernel/http.ts';
@@ -27,7 +28,12 @@ export function undiciHttp(opts: UndiciHttpOptions = {}): UpstreamHttp & { close
       // The agent's own request(): undici's top-level request() parses the URL and copies the
       // options on every call; the origin and path of an upstream URL are parsed once.
       const { origin, path } = targetOf(r.url);
-      const res = await agent.request({ origin, path, method: r.method, headers: r.headers, body: r.body, signal: r.signal });
+      // An AbortSource is given to undici as its signal: undici takes an EventEmitter-shaped one
+      // (on/once/removeListener, and `reason` once aborted), but does not ask whether it is
+      // aborted already.
+      if (r.abort?.isAborted) throw r.abort.reason;
+      const signal = (r.abort as unknown as EventEmitter | undefined) ?? r.signal;
+      const res = await agent.request({ origin, path, method: r.method, headers: r.headers, body: r.body, signal });
       const body = res.body;
       return {
         status: res.statusCode,

@@ -140,7 +140,7 @@ export async function passthroughAttempt(
     url,
     headers: stream ? planOf(t).stream : planOf(t).json,
     body,
-    signal: d.signal,
+    abort: d,
   });
 
   if (res.status >= 400 || !stream) {
