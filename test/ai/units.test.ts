@@ -6,7 +6,8 @@ import type { GatewayContext } from '../../src/kernel/context.ts';
 import { GatewayError } from '../../src/kernel/errors.ts';
 import type { Billing, Hold, MeterRecord } from '../../src/kernel/metering.ts';
 import { relaySse, type RelayEnd } from '../../src/services/ai/chat/sse.ts';
-import { topLevelObjectMember } from '../../src/services/ai/json-member.ts';
+import { chatUsageNumbers, topLevelObjectMember } from '../../src/services/ai/json-member.ts';
+import { usageToMeasured } from '../../src/services/ai/chat/passthrough.ts';
 import { AiCall } from '../../src/services/ai/meter.ts';
 import type { ModelDef } from '../../src/services/ai/registry.ts';
 
@@ -215,6 +216,48 @@ describe('the top-level usage of a JSON answer, read from its bytes', () => {
     }
     // duplicate keys: JSON.parse keeps the last
     assert.deepEqual(byScan('{"usage":{"prompt_tokens":1},"choices":[],"usage":{"prompt_tokens":2}}'), { prompt_tokens: 2 });
+  });
+
+  test('its numbers read from the bytes are what usageToMeasured reads from the parsed object', () => {
+    // a deterministic pseudo-random mix of shapes, values, orders, extra members and layouts
+    let seed = 7; // mulberry32
+    const rnd = (n: number) => {
+      seed = (seed + 0x6d2b79f5) | 0;
+      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return (((t ^ (t >>> 14)) >>> 0) % n);
+    };
+    const values = [0, 1, 25, 123456, 2 ** 40, null, -3, 2.5, 1e3, '12', true, [1, 2], { prompt_tokens: 9 }, 'a"b\\', 4.0];
+    const pickValue = () => values[rnd(values.length)];
+    let read = 0;
+    for (let n = 0; n < 3000; n++) {
+      const members: [string, unknown][] = [];
+      const count = rnd(6);
+      for (let i = 0; i < count; i++) {
+        const key = ['prompt_tokens', 'completion_tokens', 'total_tokens', 'prompt_tokens_details', 'completion_tokens_details', 'extra'][rnd(6)];
+        let value: unknown = pickValue();
+        if (key.endsWith('_details') && rnd(3) > 0) {
+          const d: Record<string, unknown> = {};
+          for (const k of ['cached_tokens', 'audio_tokens', 'cached_tokens'].slice(0, 1 + rnd(3))) d[k] = rnd(2) ? rnd(1000) : pickValue();
+          value = rnd(4) ? d : null;
+        } else if (key !== 'extra' && rnd(3) > 0) value = rnd(100_000);
+        members.push([key, value]);
+      }
+      // duplicates kept (JSON.parse keeps the last): written out by hand
+      const sp = [' ', '', '\n  ', '\t'][rnd(4)];
+      const text = `{${sp}${members.map(([k, v]) => `${JSON.stringify(k)}${sp}:${sp}${JSON.stringify(v)}`).join(`,${sp}`)}${sp}}`;
+      const bytes = enc.encode(text);
+      const fromBytes = chatUsageNumbers(bytes);
+      if (fromBytes) read++;
+      if (fromBytes) assert.deepEqual(fromBytes, usageToMeasured(JSON.parse(text)), text);
+    }
+    assert.ok(read > 1000, `most usage objects are read from their bytes (${read})`);
+    const openai = enc.encode(JSON.stringify({ prompt_tokens: 19, completion_tokens: 10, total_tokens: 29, prompt_tokens_details: { cached_tokens: 3, audio_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 } }));
+    assert.deepEqual(chatUsageNumbers(openai), { input_tokens: 19, output_tokens: 10, cached_tokens: 3 });
+    // what it leaves to JSON.parse
+    for (const text of ['{"prompt_tokens":1.5}', '{"prompt_tokens":-1}', '{"prompt_tokens":"3"}', '{"prompt_tokens":1e3}', '{"prompt_tokens":01}', '{"prompt\\u005ftokens":3}', '{"prompt_tokens":3,}', '{"x":foo,"prompt_tokens":3}', '{"prompt_tokens":3} ', '{"prompt_tokens":3', '{"a":,"prompt_tokens":3}']) {
+      assert.equal(chatUsageNumbers(enc.encode(text)), null, text);
+    }
   });
 
   test('not an object, or cut short: nothing (the caller parses the whole answer)', () => {

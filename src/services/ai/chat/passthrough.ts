@@ -13,7 +13,7 @@ import { byteLength, estimateFromEvents, estimateFromText, type AiCall, type Usa
 import type { Target } from '../routing/route.ts';
 import { CLIENT_CLOSED, toGatewayError, type Deadline } from '../upstream-errors.ts';
 import { bufferedAnswer, firstChunk, statusError } from '../upstream-answer.ts';
-import { topLevelObjectMember } from '../json-member.ts';
+import { chatUsageNumbers, topLevelObjectMember } from '../json-member.ts';
 import { relaySse, type ChatUsage } from './sse.ts';
 import type { ChatInput } from './input.ts';
 
@@ -75,12 +75,15 @@ export const passthroughUrl = (t: Target): string | null => planOf(t).url;
 
 /**
  * What a JSON answer used: its top-level `usage` object, read from the bytes alone (json-member.ts:
- * the answer is relayed, never parsed whole); without one, the whole answer is parsed for the
+ * the answer is relayed, never parsed whole; its numbers are read from the bytes too, or the
+ * object alone is parsed when they are not plain integers); without one, the whole answer is parsed for the
  * estimate (the reply's text), and an answer that is not JSON is charged as if it all were reply text.
  */
 function usageOfAnswer(raw: Uint8Array, bytes: Uint8Array): Usage {
   const u = topLevelObjectMember(bytes, 'usage');
   if (u) {
+    const n = chatUsageNumbers(u);
+    if (n) return n;
     try {
       return usageToMeasured(JSON.parse(dec.decode(u)) as ChatUsage);
     } catch {
