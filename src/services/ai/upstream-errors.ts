@@ -59,10 +59,6 @@ export function deadline(client: AbortSignal | undefined, ms: number): Deadline 
   return new CallDeadline(client, ms);
 }
 
-function onTimeout(d: CallDeadline): void {
-  d.expire();
-}
-
 /**
  * Every upstream attempt makes one, so it is cheap where it can be: one timer, one listener on
  * the client's signal, and no AbortController unless `signal` is read. The Node upstream client
@@ -81,12 +77,12 @@ class CallDeadline implements Deadline {
 
   constructor(client: AbortSignal | undefined, ms: number) {
     this.#client = client;
-    this.#timer = setTimeout(onTimeout, ms, this);
+    this.#timer = setTimeout(() => this.#expire(), ms);
     if (client?.aborted) this.#abort(client.reason);
     else client?.addEventListener('abort', this.#onClient, { once: true });
   }
 
-  expire(): void {
+  #expire(): void {
     this.#timed = true;
     this.#abort(new DOMException('upstream timeout', 'TimeoutError'));
   }
