@@ -65,7 +65,8 @@ export function unavailableReason(gw: GatewayContext, m: ModelDef): string | nul
 }
 
 export async function resolveModel(gw: GatewayContext, identity: Identity, id: string, mode: Mode): Promise<Resolved> {
-  await upstreamTableOf(gw).fresh();
+  const loading = upstreamTableOf(gw).fresh();
+  if (loading) await loading;
   const model = findModel(gw, id);
   if (!model) throw notFound('model_not_found', `The model '${id}' does not exist.`, 'model');
   const candidates = candidatesOf(gw, model);

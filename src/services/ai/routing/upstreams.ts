@@ -240,9 +240,9 @@ export class UpstreamTable {
     return this.#loading;
   }
 
-  /** Reloads when older than UPSTREAMS_TTL_MS (one small SELECT). */
-  async fresh(): Promise<void> {
-    if (Date.now() - this.#loadedAt > UPSTREAMS_TTL_MS) await this.refresh();
+  /** Reloads when older than UPSTREAMS_TTL_MS (one small SELECT); undefined when fresh (no promise to wait for on every call). */
+  fresh(): Promise<void> | undefined {
+    return Date.now() - this.#loadedAt > UPSTREAMS_TTL_MS ? this.refresh() : undefined;
   }
 
   #set(rows: Upstream[]): void {
