@@ -8,6 +8,24 @@ export interface UpstreamRequest {
   headers: Record<string, string>;
   body?: Uint8Array | string;
   signal?: AbortSignal;
+  /** Instead of `signal`: a source a runtime may listen to more cheaply (see AbortSource). */
+  abort?: AbortSource;
+}
+
+/**
+ * What aborts an upstream call without an AbortSignal up front (ai's per-attempt Deadline): its
+ * `signal` is made when first read, and a client that can listen to an EventEmitter-shaped
+ * source (Node's undici) listens to this object itself; a listener on an AbortSignal costs
+ * several times more. No `aborted` member: undici would take the object for an AbortSignal.
+ */
+export interface AbortSource {
+  readonly signal: AbortSignal;
+  readonly isAborted: boolean;
+  /** Why it was aborted (once it was). */
+  readonly reason: unknown;
+  on(event: 'abort', fn: () => void): unknown;
+  once(event: 'abort', fn: () => void): unknown;
+  removeListener(event: 'abort', fn: () => void): unknown;
 }
 
 export interface UpstreamResponse {
@@ -43,7 +61,7 @@ export function fetchHttp(raw: typeof fetch = (...a) => fetch(...a)): UpstreamHt
   return {
     fetch: f,
     async request(r) {
-      const res = await f(r.url, { method: r.method, headers: r.headers, body: r.body as BodyInit | undefined, signal: r.signal });
+      const res = await f(r.url, { method: r.method, headers: r.headers, body: r.body as BodyInit | undefined, signal: r.signal ?? r.abort?.signal });
       const body = res.body;
       return {
         status: res.status,

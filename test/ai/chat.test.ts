@@ -267,6 +267,24 @@ describe('errors', () => {
     await until('the stub to see the upstream request go away', () => w.stub.disconnects > before, 30_000);
     assert.equal(w.stub.disconnects, before + 1);
   });
+  test('a client abort before the JSON answer cancels the upstream request', async () => {
+    const before = w.stub.disconnects;
+    const asked = () => w.stub.requests.filter((r) => (r.body as { model?: string })?.model === 'stub-slow').length;
+    const asked0 = asked();
+    const ac = new AbortController();
+    const res = fetch(`${w.gw.url}/v1/ai/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${w.alice}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'stub-slow', messages: [{ role: 'user', content: 'go' }] }),
+      signal: ac.signal,
+    }).catch((e: unknown) => e);
+    await until('the stub to get the request', () => asked() > asked0, 30_000);
+    ac.abort();
+    await res;
+    // stub-slow would answer (and finish the response) after 1.5 s: a disconnect is the cancel
+    await until('the stub to see the upstream request go away', () => w.stub.disconnects > before, 30_000);
+    assert.equal(w.stub.disconnects, before + 1);
+  });
 });
 
 describe('translation through the AI SDK (an upstream without the pass-through)', () => {

@@ -6,6 +6,8 @@ import type { GatewayContext } from '../../src/kernel/context.ts';
 import { GatewayError } from '../../src/kernel/errors.ts';
 import type { Billing, Hold, MeterRecord } from '../../src/kernel/metering.ts';
 import { relaySse, type RelayEnd } from '../../src/services/ai/chat/sse.ts';
+import { chatUsageNumbers, topLevelObjectMember } from '../../src/services/ai/json-member.ts';
+import { usageToMeasured } from '../../src/services/ai/chat/passthrough.ts';
 import { AiCall } from '../../src/services/ai/meter.ts';
 import type { ModelDef } from '../../src/services/ai/registry.ts';
 
@@ -174,6 +176,93 @@ describe('the SSE relay', () => {
       assert.equal(broke.text, head + 'data: {"choices":[{"del' + 'data: {"error":{}}\n\n');
       assert.equal(broke.end.aborted, false);
       assert.ok(broke.end.error);
+    }
+  });
+});
+
+describe('the top-level usage of a JSON answer, read from its bytes', () => {
+  const enc = new TextEncoder();
+  const dec = new TextDecoder();
+  /** What JSON.parse makes of the answer's top-level `usage` when it is an object, else null. */
+  const byParse = (text: string) => {
+    const u = JSON.parse(text)?.usage;
+    return u && typeof u === 'object' && !Array.isArray(u) ? u : null;
+  };
+  const byScan = (text: string) => {
+    const b = topLevelObjectMember(enc.encode(text), 'usage');
+    return b ? JSON.parse(dec.decode(b)) : null;
+  };
+  const usage = { prompt_tokens: 12, completion_tokens: 7, prompt_tokens_details: { cached_tokens: 3 } };
+
+  test('agrees with JSON.parse wherever "usage" appears, however the answer is laid out', () => {
+    const answers: unknown[] = [
+      { id: 'c', choices: [{ message: { content: 'hi' } }], usage, service_tier: 'default', system_fingerprint: 'fp' },
+      { usage, choices: [{ message: { content: 'usage first' } }] },
+      { choices: [{ message: { content: 'say "usage": {"prompt_tokens": 99}', usage: { prompt_tokens: 98 } } }], x: '\\', y: '\\"usage\\"' },
+      { choices: [], usage: null },
+      { choices: [], usage: 'none' },
+      { choices: [], usage: [usage] },
+      { choices: [], meta: { usage: { prompt_tokens: 5 } } },
+      { choices: [], usage: {} },
+      { choices: [{ message: { content: 'a}b]c{d[e"f\\' } }], usage, tail: ['}', { usage: { prompt_tokens: 1 } }], n: -1.5e3, t: true, f: null },
+      { choices: [], usage, note: 'x "usage": {"prompt_tokens": 99} \\', note2: 'a"}"b', usage2: { usage: { prompt_tokens: 97 } } },
+      { 'usage\\': { prompt_tokens: 4 }, usag: { prompt_tokens: 5 }, choices: [] },
+      {},
+    ];
+    for (const a of answers) {
+      for (const text of [JSON.stringify(a), JSON.stringify(a, null, 2), ` \n${JSON.stringify(a, null, '\t')}\r\n `]) {
+        assert.deepEqual(byScan(text), byParse(text), text);
+      }
+    }
+    // duplicate keys: JSON.parse keeps the last
+    assert.deepEqual(byScan('{"usage":{"prompt_tokens":1},"choices":[],"usage":{"prompt_tokens":2}}'), { prompt_tokens: 2 });
+  });
+
+  test('its numbers read from the bytes are what usageToMeasured reads from the parsed object', () => {
+    // a deterministic pseudo-random mix of shapes, values, orders, extra members and layouts
+    let seed = 7; // mulberry32
+    const rnd = (n: number) => {
+      seed = (seed + 0x6d2b79f5) | 0;
+      let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+      t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+      return (((t ^ (t >>> 14)) >>> 0) % n);
+    };
+    const values = [0, 1, 25, 123456, 2 ** 40, null, -3, 2.5, 1e3, '12', true, [1, 2], { prompt_tokens: 9 }, 'a"b\\', 4.0];
+    const pickValue = () => values[rnd(values.length)];
+    let read = 0;
+    for (let n = 0; n < 3000; n++) {
+      const members: [string, unknown][] = [];
+      const count = rnd(6);
+      for (let i = 0; i < count; i++) {
+        const key = ['prompt_tokens', 'completion_tokens', 'total_tokens', 'prompt_tokens_details', 'completion_tokens_details', 'extra'][rnd(6)];
+        let value: unknown = pickValue();
+        if (key.endsWith('_details') && rnd(3) > 0) {
+          const d: Record<string, unknown> = {};
+          for (const k of ['cached_tokens', 'audio_tokens', 'cached_tokens'].slice(0, 1 + rnd(3))) d[k] = rnd(2) ? rnd(1000) : pickValue();
+          value = rnd(4) ? d : null;
+        } else if (key !== 'extra' && rnd(3) > 0) value = rnd(100_000);
+        members.push([key, value]);
+      }
+      // duplicates kept (JSON.parse keeps the last): written out by hand
+      const sp = [' ', '', '\n  ', '\t'][rnd(4)];
+      const text = `{${sp}${members.map(([k, v]) => `${JSON.stringify(k)}${sp}:${sp}${JSON.stringify(v)}`).join(`,${sp}`)}${sp}}`;
+      const bytes = enc.encode(text);
+      const fromBytes = chatUsageNumbers(bytes);
+      if (fromBytes) read++;
+      if (fromBytes) assert.deepEqual(fromBytes, usageToMeasured(JSON.parse(text)), text);
+    }
+    assert.ok(read > 1000, `most usage objects are read from their bytes (${read})`);
+    const openai = enc.encode(JSON.stringify({ prompt_tokens: 19, completion_tokens: 10, total_tokens: 29, prompt_tokens_details: { cached_tokens: 3, audio_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 } }));
+    assert.deepEqual(chatUsageNumbers(openai), { input_tokens: 19, output_tokens: 10, cached_tokens: 3 });
+    // what it leaves to JSON.parse
+    for (const text of ['{"prompt_tokens":1.5}', '{"prompt_tokens":-1}', '{"prompt_tokens":"3"}', '{"prompt_tokens":1e3}', '{"prompt_tokens":01}', '{"prompt\\u005ftokens":3}', '{"prompt_tokens":3,}', '{"x":foo,"prompt_tokens":3}', '{"prompt_tokens":3} ', '{"prompt_tokens":3', '{"a":,"prompt_tokens":3}']) {
+      assert.equal(chatUsageNumbers(enc.encode(text)), null, text);
+    }
+  });
+
+  test('not an object, or cut short: nothing (the caller parses the whole answer)', () => {
+    for (const text of ['[{"usage":{"a":1}}]', '"usage"', '', '   ', '{', '}', '{"choices":[],"usage":{"prompt_tokens":1}', '{"a":"b","usage":{"p":1}}}', 'null']) {
+      assert.equal(topLevelObjectMember(enc.encode(text), 'usage'), null, text);
     }
   });
 });

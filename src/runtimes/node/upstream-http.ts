@@ -7,8 +7,8 @@
 // request(): that one wraps every answer in a Readable stream and an AsyncResource, which cost
 // more per call than the rest of the client (a whole JSON answer is only ever read at once,
 // a stream chunk by chunk, and neither needs a Node stream in between).
-import { Agent, type Dispatcher } from 'undici';
-import type { UpstreamHttp, UpstreamRequest, UpstreamResponse } from '../../kernel/http.ts';
+import { Agent, errors, type Dispatcher } from 'undici';
+import type { AbortSource, UpstreamHttp, UpstreamRequest, UpstreamResponse } from '../../kernel/http.ts';
 
 export interface UndiciHttpOptions {
   /** Sockets per upstream origin. */
@@ -38,6 +38,7 @@ function targetOf(url: string): { origin: string; path: string } {
   let t = targets.get(url);
   if (!t) {
     const u = new URL(url);
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new errors.InvalidArgumentError('Invalid URL protocol: the URL must start with `http:` or `https:`.');
     t = { origin: u.origin, path: u.pathname + u.search };
     if (targets.size > 1000) targets.clear();
     targets.set(url, t);
@@ -52,8 +53,8 @@ const HIGH_WATER_BYTES = 64 * 1024;
 /**
  * One upstream call, as undici's dispatch handler: resolves the caller's promise with the
  * response at its headers, then queues the body's chunks for bytes()/text() or the iterator.
- * An abort of the caller's signal aborts the call (before or after the headers) with the
- * signal's reason, as undici's request() does.
+ * An abort by the caller (its AbortSource or AbortSignal) aborts the call, before or after
+ * the headers, with the abort's reason, as undici's request() does.
  */
 class Call implements Dispatcher.DispatchHandler, UpstreamResponse {
   status = 0;
@@ -62,7 +63,7 @@ class Call implements Dispatcher.DispatchHandler, UpstreamResponse {
   #resolve: ((r: UpstreamResponse) => void) | null;
   #reject: ((e: unknown) => void) | null;
   #controller: Dispatcher.DispatchController | null = null;
-  #signal: AbortSignal | undefined;
+  #source: AbortSource | AbortSignal | null = null;
   #onAbort: (() => void) | null = null;
   #chunks: Uint8Array[] = [];
   #queued = 0;
@@ -76,14 +77,18 @@ class Call implements Dispatcher.DispatchHandler, UpstreamResponse {
     this.#resolve = resolve;
     this.#reject = reject;
     this.body = { [Symbol.asyncIterator]: () => this.#iterator() };
-    const signal = (this.#signal = r.signal);
-    if (signal?.aborted) {
-      reject(signal.reason);
+    // The caller's abort: an AbortSource (listened to as an EventEmitter, cheaper than a
+    // listener on an AbortSignal) or an AbortSignal.
+    const source = r.abort ?? r.signal;
+    if (source && (r.abort ? r.abort.isAborted : r.signal!.aborted)) {
+      reject(source.reason);
       return;
     }
-    if (signal) {
-      this.#onAbort = () => this.#abort(signal.reason);
-      signal.addEventListener('abort', this.#onAbort, { once: true });
+    if (source) {
+      this.#onAbort = () => this.#abort(source.reason);
+      this.#source = source;
+      if (r.abort) r.abort.once('abort', this.#onAbort);
+      else r.signal!.addEventListener('abort', this.#onAbort, { once: true });
     }
     try {
       const { origin, path } = targetOf(r.url);
@@ -201,8 +206,13 @@ class Call implements Dispatcher.DispatchHandler, UpstreamResponse {
   }
 
   #done(): void {
-    if (this.#onAbort) this.#signal?.removeEventListener('abort', this.#onAbort);
+    const source = this.#source;
+    if (source && this.#onAbort) {
+      if ('removeListener' in source) source.removeListener('abort', this.#onAbort);
+      else source.removeEventListener('abort', this.#onAbort);
+    }
     this.#onAbort = null;
+    this.#source = null;
     this.#notify();
   }
 

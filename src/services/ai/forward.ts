@@ -59,7 +59,7 @@ export async function forwardAttempt(ctx: ActionContext<unknown>, call: AiCall, 
       ...t.adapter.authHeaders(t.provider),
     },
     body: spec.body,
-    signal: d.signal,
+    abort: d,
   });
 
   if (res.status >= 400 || !spec.stream) {

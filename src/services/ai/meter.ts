@@ -26,7 +26,14 @@ import type { Mode, ModelDef } from './registry.ts';
 export type CallStatus = MeterRecord['status'];
 
 export function measured(m: Partial<Measured>): Measured {
-  return { ...NOTHING_MEASURED, ...m };
+  // written out, not spread: this runs on every call
+  return {
+    input_tokens: m.input_tokens ?? 0,
+    output_tokens: m.output_tokens ?? 0,
+    cached_tokens: m.cached_tokens ?? 0,
+    images: m.images ?? 0,
+    seconds: m.seconds ?? 0,
+  };
 }
 
 const isNothing = (m: Measured) => !m.input_tokens && !m.output_tokens && !m.cached_tokens && !m.images && !m.seconds;
@@ -131,8 +138,8 @@ export class AiCall {
   async finish(status: CallStatus, used: Usage = {}, errorCode?: string): Promise<void> {
     if (this.#finished) return;
     this.#finished = true;
-    const { estimated, ...rest } = used;
-    const m = measured(rest);
+    const m = measured(used);
+    const estimated = used.estimated;
     const credits = status !== 'ok' && isNothing(m) ? 0 : costOf(this.prices, m);
     const hold = this.state.hold;
     const billing = this.gw.use<Billing>(BILLING);
@@ -150,24 +157,34 @@ export class AiCall {
   #record(status: CallStatus, m: Measured, errorCode: string | undefined, credits: number, estimated = false): void {
     const sink = this.gw.use<MeteringSink>(METERING);
     const id = this.state.identity;
+    const st = this.state;
+    const now = Date.now();
+    // one literal, the optional fields added when set (spreads cost an object each per call)
     const r: MeterRecord = {
-      ...m,
-      request_id: this.state.requestId,
+      input_tokens: m.input_tokens,
+      output_tokens: m.output_tokens,
+      cached_tokens: m.cached_tokens,
+      images: m.images,
+      seconds: m.seconds,
+      request_id: st.requestId,
       city_id: id.kind === 'user' || id.kind === 'bureau' ? id.cityId : null,
       user_id: id.kind === 'user' ? id.userId : null,
       identity: id.kind,
-      model: this.state.modelId,
-      mode: this.state.mode,
+      model: st.modelId,
+      mode: st.mode,
       status,
-      ...(errorCode ? { error_code: errorCode } : {}),
-      ...(estimated ? { estimated } : {}),
       credits,
-      duration_ms: Date.now() - this.state.startedAt,
-      overhead_ms: overheadOf(this.state.timing),
-      created_at: Date.now(),
-      ...(this.state.upstream !== undefined ? { upstream: this.state.upstream, attempts: this.state.attempts } : {}),
-      ...(this.state.hold?.lease ? { lease_owner: this.state.hold.lease } : {}),
+      duration_ms: now - st.startedAt,
+      overhead_ms: overheadOf(st.timing),
+      created_at: now,
     };
+    if (errorCode) r.error_code = errorCode;
+    if (estimated) r.estimated = estimated;
+    if (st.upstream !== undefined) {
+      r.upstream = st.upstream;
+      r.attempts = st.attempts;
+    }
+    if (st.hold?.lease) r.lease_owner = st.hold.lease;
     observeCall(r);
     if (!sink) return;
     try {

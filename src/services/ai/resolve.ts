@@ -65,7 +65,8 @@ export function unavailableReason(gw: GatewayContext, m: ModelDef): string | nul
 }
 
 export async function resolveModel(gw: GatewayContext, identity: Identity, id: string, mode: Mode): Promise<Resolved> {
-  await upstreamTableOf(gw).fresh();
+  const loading = upstreamTableOf(gw).fresh();
+  if (loading) await loading;
   const model = findModel(gw, id);
   if (!model) throw notFound('model_not_found', `The model '${id}' does not exist.`, 'model');
   const candidates = candidatesOf(gw, model);
@@ -78,25 +79,35 @@ export async function resolveModel(gw: GatewayContext, identity: Identity, id: s
       param: 'model',
     });
   }
+  return new ResolvedModel(gw, model, candidates);
+}
+
+/** A class, not a literal with getters: built on every call, and a literal's getters cost closures each time. */
+class ResolvedModel implements Resolved {
+  readonly model: ModelDef;
+  readonly candidates: Upstream[];
+  readonly #gw: GatewayContext;
+  #target: Target | undefined;
+
+  constructor(gw: GatewayContext, model: ModelDef, candidates: Upstream[]) {
+    this.#gw = gw;
+    this.model = model;
+    this.candidates = candidates;
+  }
+
   // Built on first use: routed calls (chat, responses, …) never read it.
-  let target: Target | undefined;
-  const first = () => (target ??= targetOf(gw, candidates.reduce((a, b) => (b.priority < a.priority ? b : a)), model));
-  return {
-    model,
-    candidates,
-    get target() {
-      return first();
-    },
-    get provider() {
-      return first().provider;
-    },
-    get adapter() {
-      return first().adapter;
-    },
-    get call() {
-      return first().call;
-    },
-  };
+  get target(): Target {
+    return (this.#target ??= targetOf(this.#gw, this.candidates.reduce((a, b) => (b.priority < a.priority ? b : a)), this.model));
+  }
+  get provider(): ResolvedProvider {
+    return this.target.provider;
+  }
+  get adapter(): ProviderAdapter {
+    return this.target.adapter;
+  }
+  get call(): ProviderCall {
+    return this.target.call;
+  }
 }
 
 export const DEFAULT_TIMEOUT_MS = 120_000;

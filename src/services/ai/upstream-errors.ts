@@ -4,6 +4,7 @@
 // limit → 429. Messages never carry credentials.
 import { APICallError, StreamProviderError } from 'ai';
 import { GatewayError, isGatewayError } from '../../kernel/errors.ts';
+import type { AbortSource } from '../../kernel/http.ts';
 
 export class UpstreamStatusError extends Error {
   readonly status: number;
@@ -42,8 +43,9 @@ export function retryAfterOf(e: unknown): number | undefined {
 }
 
 /** An abort signal for one upstream call: the client's signal plus a deadline. */
-export interface Deadline {
-  signal: AbortSignal;
+export interface Deadline extends AbortSource {
+  /** An AbortSignal that follows the deadline (made when first read: the pass-through never needs one). */
+  readonly signal: AbortSignal;
   timedOut(): boolean;
   clientGone(): boolean;
   /** Stops the deadline (the upstream answered) but keeps following the client. */
@@ -54,26 +56,92 @@ export interface Deadline {
 }
 
 export function deadline(client: AbortSignal | undefined, ms: number): Deadline {
-  const ac = new AbortController();
-  let timed = false;
-  const timer = setTimeout(() => {
-    timed = true;
-    ac.abort(new DOMException('upstream timeout', 'TimeoutError'));
-  }, ms);
-  const onAbort = () => ac.abort(client?.reason);
-  if (client?.aborted) ac.abort(client.reason);
-  else client?.addEventListener('abort', onAbort, { once: true });
-  return {
-    signal: ac.signal,
-    timedOut: () => timed,
-    clientGone: () => !!client?.aborted,
-    stopTimer: () => clearTimeout(timer),
-    abort: () => ac.abort(new DOMException('client closed', 'AbortError')),
-    clear() {
-      clearTimeout(timer);
-      client?.removeEventListener('abort', onAbort);
-    },
-  };
+  return new CallDeadline(client, ms);
+}
+
+/**
+ * Every upstream attempt makes one, so it is cheap where it can be: one timer, one listener on
+ * the client's signal, and no AbortController unless `signal` is read. The Node upstream client
+ * listens to it directly (AbortSource: an EventEmitter shape, which undici takes as a signal;
+ * a listener on an AbortSignal costs several times more).
+ */
+class CallDeadline implements Deadline {
+  #client: AbortSignal | undefined;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #ac: AbortController | null = null;
+  #timed = false;
+  #aborted = false;
+  #reason: unknown = undefined;
+  #listeners: (() => void)[] | null = null;
+  readonly #onClient = () => this.#abort(this.#client?.reason);
+
+  constructor(client: AbortSignal | undefined, ms: number) {
+    this.#client = client;
+    this.#timer = setTimeout(() => this.#expire(), ms);
+    if (client?.aborted) this.#abort(client.reason);
+    else client?.addEventListener('abort', this.#onClient, { once: true });
+  }
+
+  #expire(): void {
+    this.#timed = true;
+    this.#abort(new DOMException('upstream timeout', 'TimeoutError'));
+  }
+
+  #abort(reason: unknown): void {
+    if (this.#aborted) return;
+    this.#aborted = true;
+    this.#reason = reason;
+    this.#ac?.abort(reason);
+    const ls = this.#listeners;
+    this.#listeners = null;
+    if (ls) for (const f of ls) f();
+  }
+
+  get signal(): AbortSignal {
+    if (!this.#ac) {
+      this.#ac = new AbortController();
+      if (this.#aborted) this.#ac.abort(this.#reason);
+    }
+    return this.#ac.signal;
+  }
+
+  get isAborted(): boolean {
+    return this.#aborted;
+  }
+  get reason(): unknown {
+    return this.#reason;
+  }
+  on(_event: 'abort', fn: () => void): this {
+    if (this.#aborted) queueMicrotask(fn);
+    else (this.#listeners ??= []).push(fn);
+    return this;
+  }
+  once(event: 'abort', fn: () => void): this {
+    return this.on(event, fn); // every listener runs once: there is one abort
+  }
+  removeListener(_event: 'abort', fn: () => void): this {
+    const ls = this.#listeners;
+    const i = ls ? ls.indexOf(fn) : -1;
+    if (i !== -1) ls!.splice(i, 1);
+    return this;
+  }
+
+  timedOut(): boolean {
+    return this.#timed;
+  }
+  clientGone(): boolean {
+    return !!this.#client?.aborted;
+  }
+  stopTimer(): void {
+    clearTimeout(this.#timer);
+  }
+  abort(): void {
+    this.#abort(new DOMException('client closed', 'AbortError'));
+  }
+  clear(): void {
+    clearTimeout(this.#timer);
+    this.#client?.removeEventListener('abort', this.#onClient);
+  }
 }
 
 /** The upstream's own reason, from an OpenAI/Anthropic/Google-shaped error body. */

@@ -104,6 +104,7 @@ export class LeaseBilling implements Billing {
   #lastRenew = Date.now();
   #lastSweep = 0;
   #stopped = false;
+  #holdSeq = 0;
 
   constructor(gw: GatewayContext, perCall = new LedgerBilling(gw)) {
     this.gw = gw;
@@ -139,7 +140,9 @@ export class LeaseBilling implements Billing {
     for (;;) {
       if (free(p) >= credits) {
         p.held += credits;
-        const hold: Hold = { id: newId('hold', 12), cityId: a.cityId, userId: a.userId, credits, lease: this.owner };
+        // A lease hold lives in this process's memory only (never a holds row): an id unique
+        // here is enough, and a counter costs nothing where drawing 12 random bytes did.
+        const hold: Hold = { id: `hold_${this.owner}.${(this.#holdSeq++).toString(36)}`, cityId: a.cityId, userId: a.userId, credits, lease: this.owner };
         (hold as HoldWithPool)[this.#poolKey] = p;
         return hold;
       }

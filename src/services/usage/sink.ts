@@ -42,8 +42,18 @@ const MAX_ROWS_PER_INSERT = 256;
 
 const MAX_BUFFERED = 200_000;
 
+const DAY_MS = 86_400_000;
+/** The last day asked for, kept: a batch's rows are nearly all of one day. */
+let lastDay = { from: 0, to: 0, text: '' };
+
 /** UTC day of an epoch-ms time, `YYYY-MM-DD`. */
-export const dayOf = (t: number) => new Date(t).toISOString().slice(0, 10);
+export function dayOf(t: number): string {
+  if (t >= lastDay.from && t < lastDay.to) return lastDay.text;
+  const text = new Date(t).toISOString().slice(0, 10); // throws on an invalid time, as before
+  const from = Math.floor(t / DAY_MS) * DAY_MS;
+  lastDay = { from, to: from + DAY_MS, text };
+  return text;
+}
 
 // Usage ids: a random per-process part (72 bits, drawn on first use: Workers refuse random
 // values at load) and a counter, so two records never share an id without drawing entropy per
@@ -55,13 +65,20 @@ function usageIdSuffix(): string {
   return `${idPrefix}${(idCounter++).toString(36)}`;
 }
 
+/** `use_` and the time part of a usage id, kept for the millisecond (several calls end in each). */
+let stamp = { at: -1, text: '' };
+function idStamp(created: number): string {
+  if (created !== stamp.at) stamp = { at: created, text: `use_${created.toString(36).padStart(9, '0')}` };
+  return stamp.text;
+}
+
 const int = (n: unknown) => (typeof n === 'number' && Number.isFinite(n) ? Math.max(0, Math.round(n)) : 0);
 
 export function toRow(r: MeterRecord): Row {
   const created = int(r.created_at) || Date.now();
   return {
     // time-ordered, so the UNIQUE index grows at its end instead of at random pages
-    usage_id: `use_${created.toString(36).padStart(9, '0')}${usageIdSuffix()}`,
+    usage_id: `${idStamp(created)}${usageIdSuffix()}`,
     request_id: String(r.request_id ?? ''),
     city_id: r.city_id ?? null,
     user_id: r.user_id ?? null,

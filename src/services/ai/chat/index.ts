@@ -6,7 +6,7 @@ import { AiCall } from '../meter.ts';
 import { resolveModel } from '../resolve.ts';
 import { routeCall } from '../routing/route.ts';
 import { reservationFor, type ChatInput } from './input.ts';
-import { passthroughAttempt } from './passthrough.ts';
+import { passthroughAttempt, passthroughUrl } from './passthrough.ts';
 import { translateAttempt } from './translate.ts';
 
 export { chatInput } from './input.ts';
@@ -18,7 +18,7 @@ export async function chatCompletions(ctx: ActionContext<ChatInput>): Promise<Re
   const call = AiCall.start(gw, ctx.identity, r.model, 'compat', ctx.requestId, ctx.timing);
   await call.reserve(reservationFor(input, r.model, raw.byteLength));
   const respond = await routeCall(ctx, call, { model: r.model, operation: 'chat', candidates: r.candidates }, (t, d) => {
-    const url = t.adapter.chatCompletionsUrl(t.provider);
+    const url = passthroughUrl(t);
     return url ? passthroughAttempt(ctx, call, raw, t, url, d) : translateAttempt(ctx, call, raw, t, d);
   });
   return respond();

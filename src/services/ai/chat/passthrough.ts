@@ -13,6 +13,7 @@ import { byteLength, estimateFromEvents, estimateFromText, type AiCall, type Usa
 import type { Target } from '../routing/route.ts';
 import { CLIENT_CLOSED, toGatewayError, type Deadline } from '../upstream-errors.ts';
 import { bufferedAnswer, firstChunk, statusError } from '../upstream-answer.ts';
+import { chatUsageNumbers, topLevelObjectMember } from '../json-member.ts';
 import { relaySse, type ChatUsage } from './sse.ts';
 import type { ChatInput } from './input.ts';
 
@@ -45,6 +46,56 @@ function replyBytes(choices: unknown): number {
     }
   }
   return n;
+}
+
+/** By target (its upstream and key are fixed per target): the pass-through URL and request headers, built once, not per call. */
+interface Plan {
+  url: string | null;
+  json: Record<string, string>;
+  stream: Record<string, string>;
+}
+const plans = new WeakMap<Target, Plan>();
+
+function planOf(t: Target): Plan {
+  let p = plans.get(t);
+  if (!p) {
+    const auth = t.adapter.authHeaders(t.provider);
+    p = {
+      url: t.adapter.chatCompletionsUrl(t.provider),
+      json: { 'content-type': 'application/json', accept: 'application/json', ...auth },
+      stream: { 'content-type': 'application/json', accept: 'text/event-stream', ...auth },
+    };
+    plans.set(t, p);
+  }
+  return p;
+}
+
+/** The target's chat/completions URL when it is passed through (an OpenAI-compatible upstream), else null. */
+export const passthroughUrl = (t: Target): string | null => planOf(t).url;
+
+/**
+ * What a JSON answer used: its top-level `usage` object, read from the bytes alone (json-member.ts:
+ * the answer is relayed, never parsed whole; its numbers are read from the bytes too, or the
+ * object alone is parsed when they are not plain integers); without one, the whole answer is parsed for the
+ * estimate (the reply's text), and an answer that is not JSON is charged as if it all were reply text.
+ */
+function usageOfAnswer(raw: Uint8Array, bytes: Uint8Array): Usage {
+  const u = topLevelObjectMember(bytes, 'usage');
+  if (u) {
+    const n = chatUsageNumbers(u);
+    if (n) return n;
+    try {
+      return usageToMeasured(JSON.parse(dec.decode(u)) as ChatUsage);
+    } catch {
+      /* unreadable: as below */
+    }
+  }
+  try {
+    const json = JSON.parse(dec.decode(bytes)) as { usage?: ChatUsage; choices?: unknown };
+    return json.usage ? usageToMeasured(json.usage) : estimateFromText(raw.byteLength, replyBytes(json.choices));
+  } catch {
+    return estimateFromText(raw.byteLength, bytes.byteLength);
+  }
 }
 
 /** The body with `"stream_options":{"include_usage":true}` inserted after its first brace. */
@@ -90,9 +141,9 @@ export async function passthroughAttempt(
   const res = await gw.http.request({
     method: 'POST',
     url,
-    headers: { 'content-type': 'application/json', accept: stream ? 'text/event-stream' : 'application/json', ...t.adapter.authHeaders(t.provider) },
+    headers: stream ? planOf(t).stream : planOf(t).json,
     body,
-    signal: d.signal,
+    abort: d,
   });
 
   if (res.status >= 400 || !stream) {
@@ -101,15 +152,7 @@ export async function passthroughAttempt(
       throw statusError(res, bytes);
     }
     d.clear();
-    let used: Usage;
-    try {
-      const json = JSON.parse(dec.decode(bytes)) as { usage?: ChatUsage; choices?: unknown };
-      used = json.usage ? usageToMeasured(json.usage) : estimateFromText(raw.byteLength, replyBytes(json.choices));
-    } catch {
-      // not JSON: forwarded as is; charged as if it all were reply text
-      used = estimateFromText(raw.byteLength, bytes.byteLength);
-    }
-    return bufferedAnswer(gw, call, res, bytes, used);
+    return bufferedAnswer(gw, call, res, bytes, usageOfAnswer(raw, bytes));
   }
 
   const { head, rest: it } = await firstChunk(res, d);

@@ -87,7 +87,7 @@ export async function countTokens(ctx: ActionContext<CountTokensInput>): Promise
       url: nativeUrlOf(t.upstream, 'messages/count_tokens')!,
       headers: { 'content-type': 'application/json', ...betaHeader(ctx.request), ...t.adapter.authHeaders(t.provider) },
       body: upstreamBody(input, raw, t.upstreamModel),
-      signal: d.signal,
+      abort: d,
     });
     const body = await res.text();
     d.clear();

@@ -190,7 +190,8 @@ export async function route<T>(gw: GatewayContext, o: RouteOptions, attempt: (t:
     lastId = u.id;
     retryAfter = undefined;
     const t = targetOf(gw, u, o.model);
-    h.begin(key(u));
+    const k = key(u);
+    h.begin(k);
     const d = deadline(o.signal, t.timeoutMs);
     o.observer?.routed(u.id, n);
     const t0 = performance.now();
@@ -198,7 +199,7 @@ export async function route<T>(gw: GatewayContext, o: RouteOptions, attempt: (t:
       const out = await attempt(t, d);
       const s = (performance.now() - t0) / 1000;
       if (o.timing) o.timing.upstreamMs += s * 1000;
-      h.success(key(u));
+      h.success(k);
       m.attempts.inc({ upstream: u.id, model: o.model.id, outcome: 'ok' });
       m.upstreamDuration.observe({ gen_ai_operation_name: o.operation, gen_ai_request_model: o.model.id, upstream: u.id, error_type: '' }, s);
       return out;
@@ -210,18 +211,18 @@ export async function route<T>(gw: GatewayContext, o: RouteOptions, attempt: (t:
       try {
         ge = toGatewayError(e, d);
       } catch (bug) {
-        h.release(key(u)); // not an upstream failure but a bug: thrown on as is
+        h.release(k); // not an upstream failure but a bug: thrown on as is
         throw bug;
       }
       m.attempts.inc({ upstream: u.id, model: o.model.id, outcome: ge.code });
       m.upstreamDuration.observe({ gen_ai_operation_name: o.operation, gen_ai_request_model: o.model.id, upstream: u.id, error_type: ge.code }, s);
       last = ge;
       if (!RETRYABLE.has(ge.code) || o.signal.aborted) {
-        h.release(key(u)); // no verdict on the upstream (input error, client gone)
+        h.release(k); // no verdict on the upstream (input error, client gone)
         throw ge;
       }
       retryAfter = retryAfterOf(e);
-      h.failure(key(u), ge.status === 429 ? retryAfter : undefined, u.id);
+      h.failure(k, ge.status === 429 ? retryAfter : undefined, u.id);
       m.failures.inc({ upstream: u.id, reason: ge.code });
       gw.log('warn', 'ai: upstream attempt failed', { upstream: u.id, model: o.model.id, attempt: n, code: ge.code });
     }

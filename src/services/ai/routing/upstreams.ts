@@ -240,9 +240,9 @@ export class UpstreamTable {
     return this.#loading;
   }
 
-  /** Reloads when older than UPSTREAMS_TTL_MS (one small SELECT). */
-  async fresh(): Promise<void> {
-    if (Date.now() - this.#loadedAt > UPSTREAMS_TTL_MS) await this.refresh();
+  /** Reloads when older than UPSTREAMS_TTL_MS (one small SELECT); undefined when fresh (no promise to wait for on every call). */
+  fresh(): Promise<void> | undefined {
+    return Date.now() - this.#loadedAt > UPSTREAMS_TTL_MS ? this.refresh() : undefined;
   }
 
   #set(rows: Upstream[]): void {
@@ -316,17 +316,24 @@ export const builtinId = (slotId: string) => `env:${slotId}`;
 /** One model's env-slot upstream by slot, model, base URL and key: routing asks on every call. */
 const builtins = new Map<string, Upstream>();
 
+const lastBuiltin = new WeakMap<ModelDef, { slot: ProviderSlot; rawBase: string; apiKey: string; upstream: string; u: Upstream }>();
+
 /** The env slot of a registered model as an upstream (enabled when its key is set). */
 export function builtinUpstream(env: RuntimeEnv, slot: ProviderSlot, models: ModelDef[]): Upstream {
   const rawBase = (slot.baseUrlEnv && env.get(slot.baseUrlEnv)) || slot.defaultBaseUrl;
   const apiKey = env.get(slot.apiKeyEnv) ?? '';
   if (models.length !== 1) return makeBuiltin(slot, models, rawBase, apiKey);
-  const key = `${slot.id}\0${models[0].id}\0${models[0].upstream}\0${rawBase}\0${apiKey}`;
+  const m = models[0];
+  // The model's last answer, when nothing it depends on changed: no key string to build and hash.
+  const last = lastBuiltin.get(m);
+  if (last && last.slot === slot && last.rawBase === rawBase && last.apiKey === apiKey && last.upstream === m.upstream) return last.u;
+  const key = `${slot.id}\0${m.id}\0${m.upstream}\0${rawBase}\0${apiKey}`;
   let u = builtins.get(key);
   if (!u) {
     if (builtins.size >= 1000) builtins.clear();
     builtins.set(key, (u = makeBuiltin(slot, models, rawBase, apiKey)));
   }
+  lastBuiltin.set(m, { slot, rawBase, apiKey, upstream: m.upstream, u });
   return u;
 }
 
