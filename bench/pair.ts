@@ -1,0 +1,81 @@
+// Paired A/B of two citygate targets, for differences of a few per cent on a noisy machine:
+// `PAIR=citygate-free,citygate-free-limited node bench/pair.ts`. Both servers run at once and
+// take turns under load in short windows (A B, then B A, …), so both see the same moments of
+// the machine; each window reads the server's CPU time from /proc (as bench/cpu.ts does). It
+// prints, per mode, the median CPU µs per call of each target, the median of the paired
+// differences, and the median req/s of each.
+//
+// Env: PAIR (two citygate targets of bench/targets.ts), PAIR_ROUNDS (default 10), PAIR_SECONDS
+// (per window, default 3), BENCH_CONNECTIONS (default 32), BENCH_MODES (default json,stream).
+// Linux only (/proc).
+import { readFileSync, rmSync } from "node:fs";
+import { runLoad } from "./load.ts";
+import { logDirectory } from "./processes.ts";
+import { startStubProcess } from "./stub.ts";
+import { TARGETS, type RunningTarget } from "./targets.ts";
+
+const names = (process.env.PAIR ?? "citygate-free,citygate-free-limited").split(",");
+const targets = names.map((n) => TARGETS.find((t) => t.name === n && t.name.startsWith("citygate")));
+if (targets.length !== 2 || targets.some((t) => !t)) throw new Error("PAIR must name two citygate targets of bench/targets.ts");
+const rounds = Number(process.env.PAIR_ROUNDS ?? 10);
+const seconds = Number(process.env.PAIR_SECONDS ?? 3);
+const connections = Number(process.env.BENCH_CONNECTIONS ?? 32);
+const modes = (process.env.BENCH_MODES ?? "json,stream").split(",") as ("json" | "stream")[];
+const model = "gpt-4o-mini";
+const messages = [
+  { role: "system", content: "You are a load test." },
+  { role: "user", content: "Reply with a short friendly greeting for the benchmark please" },
+];
+const BODIES = {
+  json: JSON.stringify({ model, messages }),
+  stream: JSON.stringify({ model, messages, stream: true, stream_options: { include_usage: true } }),
+};
+
+const ticks = (pid: number) => {
+  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+  return Number(f[11]) + Number(f[12]);
+};
+const median = (v: number[]) => {
+  const s = [...v].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+/** One window of load on one target: CPU µs per call and req/s. */
+async function window(t: RunningTarget, mode: "json" | "stream", sec: number): Promise<{ us: number; rps: number }> {
+  const before = ticks(t.process.pid);
+  const r = await runLoad({ url: t.chatUrl, headers: t.headers, body: BODIES[mode], connections, durationSec: sec });
+  if (r.errors) throw new Error(`${t.name}: ${r.errors} errors (${JSON.stringify(r.statusCodes)})`);
+  return { us: ((ticks(t.process.pid) - before) * 1e4) / Math.max(1, r.ok), rps: r.rps };
+}
+
+const stub = await startStubProcess();
+const running: RunningTarget[] = [];
+for (const t of targets) {
+  const r = await t!.start({ stub, model });
+  if ("skipped" in r) throw new Error(r.skipped);
+  running.push(r);
+}
+const [a, b] = running;
+console.log(`A = ${a.name}, B = ${b.name}: ${rounds} rounds of ${seconds} s windows, ${connections} connections`);
+for (const mode of modes) {
+  for (const t of running) await window(t, mode, 2); // warm-up
+  const A: { us: number; rps: number }[] = [];
+  const B: { us: number; rps: number }[] = [];
+  for (let i = 0; i < rounds; i++) {
+    if (i % 2 === 0) (A.push(await window(a, mode, seconds)), B.push(await window(b, mode, seconds)));
+    else (B.push(await window(b, mode, seconds)), A.push(await window(a, mode, seconds)));
+  }
+  const diff = median(A.map((x, i) => (B[i].us - x.us) / x.us));
+  const rpsRatio = median(A.map((x, i) => B[i].rps / x.rps));
+  console.log(
+    `${mode.padEnd(6)} cpu µs/call A ${median(A.map((x) => x.us)).toFixed(0)}  B ${median(B.map((x) => x.us)).toFixed(0)}  median paired (B−A)/A ${(100 * diff).toFixed(1)} %` +
+      `   req/s A ${median(A.map((x) => x.rps)).toFixed(0)}  B ${median(B.map((x) => x.rps)).toFixed(0)}  median paired B/A ${rpsRatio.toFixed(3)}`,
+  );
+}
+for (const t of running) {
+  if (t.check) console.log(`${t.name}: ${await t.check()}`);
+  await t.stop();
+}
+await stub.stop();
+rmSync(logDirectory(), { recursive: true, force: true });
+process.exit(0);
