@@ -154,14 +154,17 @@ export function createGateway(opts: GatewayOptions): Gateway {
     if (written) context.waitUntil(written);
   };
   const tokenCounter: MeteringSink = { record: countTokens };
-  const withTokenCounting = (sink: MeteringSink): MeteringSink =>
-    new Proxy(sink, {
+  const withTokenCounting = (sink: MeteringSink): MeteringSink => {
+    // built once: every AI call reads `record`
+    const record = (r: MeterRecord) => (countTokens(r), sink.record(r));
+    return new Proxy(sink, {
       get(target, prop) {
-        if (prop === 'record') return (r: MeterRecord) => (countTokens(r), target.record(r));
+        if (prop === 'record') return record;
         const v = Reflect.get(target, prop, target);
         return typeof v === 'function' ? v.bind(target) : v;
       },
     });
+  };
 
   let initPromise: Promise<InitResult> | null = null;
   let initialized = false;
