@@ -239,9 +239,6 @@ export function createGateway(opts: GatewayOptions): Gateway {
     });
     await env.fresh();
   };
-  // The common case (initialized, env snapshot fresh) waits for nothing.
-  app.use('*', (_c, next) => (initialized && !env.stale() ? next() : ready().then(next)));
-
   const corsMiddleware = cors({
       origin: (origin) => {
         const allowed = env.get('CORS_ORIGINS');
@@ -253,9 +250,12 @@ export function createGateway(opts: GatewayOptions): Gateway {
       exposeHeaders: ['x-citygate-overhead-ms', 'x-request-id'],
       maxAge: 600,
     });
-  // Only browsers need CORS, and they always send Origin: other callers skip the middleware
-  // (it touches c.res before the handler, which makes Hono copy every response).
-  app.use('*', (c, next) => (c.req.header('origin') ? corsMiddleware(c, next) : next()));
+  // Ready (the common case, initialized with a fresh env snapshot, waits for nothing), then CORS:
+  // only browsers need it, and they always send Origin, so other callers skip that middleware
+  // (it touches c.res before the handler, which makes Hono copy every response). One middleware
+  // for both: each level of Hono's chain costs a promise per request.
+  const corsIfBrowser = (c: Context, next: () => Promise<void>) => (c.req.header('origin') ? corsMiddleware(c, next) : next());
+  app.use('*', (c, next) => (initialized && !env.stale() ? corsIfBrowser(c, next) : ready().then(() => corsIfBrowser(c, next))));
 
   app.get('/', (c) =>
     c.json({ name: config.name, version: config.version, ok: true, health: '/health', docs: '/docs' }),
