@@ -8,9 +8,10 @@
 // (default json,stream), CPU_TARGET (a citygate target: citygate-free, citygate, citygate-limited,
 // citygate-free-limited, citygate-3up), BENCH_CITYGATE_NODE_ARGS;
 // CITYGATE_HEAP_TUNING=0 compares with V8's default heap (src/cli/heap.ts).
-import { readFileSync, rmSync } from "node:fs";
+import { rmSync } from "node:fs";
+import { chatBodies } from "./chat-bodies.ts";
 import { runLoad } from "./load.ts";
-import { logDirectory, memoryOf } from "./processes.ts";
+import { cpuTicks, logDirectory, memoryOf } from "./processes.ts";
 import { startStubProcess } from "./stub.ts";
 import { TARGETS } from "./targets.ts";
 
@@ -20,21 +21,8 @@ const modes = (process.env.BENCH_MODES ?? "json,stream").split(",") as ("json" |
 const target = TARGETS.find((t) => t.name === (process.env.CPU_TARGET ?? "citygate-free") && t.name.startsWith("citygate"));
 if (!target) throw new Error(`CPU_TARGET must name a citygate target of bench/targets.ts`);
 const model = "gpt-4o-mini";
-const messages = [
-  { role: "system", content: "You are a load test." },
-  { role: "user", content: "Reply with a short friendly greeting for the benchmark please" },
-];
-const BODIES = {
-  json: JSON.stringify({ model, messages }),
-  stream: JSON.stringify({ model, messages, stream: true, stream_options: { include_usage: true } }),
-};
+const BODIES = chatBodies(model);
 const TICK_US = 1e6 / 100; // USER_HZ
-
-/** utime and stime of a process, in clock ticks. */
-function cpuTicks(pid: number): { user: number; sys: number } {
-  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
-  return { user: Number(f[11]), sys: Number(f[12]) };
-}
 
 const stub = await startStubProcess();
 const t = await target.start({ stub, model });

@@ -8,9 +8,10 @@
 // Env: PAIR (two citygate targets of bench/targets.ts), PAIR_ROUNDS (default 10), PAIR_SECONDS
 // (per window, default 3), BENCH_CONNECTIONS (default 32), BENCH_MODES (default json,stream).
 // Linux only (/proc).
-import { readFileSync, rmSync } from "node:fs";
+import { rmSync } from "node:fs";
+import { chatBodies } from "./chat-bodies.ts";
 import { runLoad } from "./load.ts";
-import { logDirectory } from "./processes.ts";
+import { cpuTicks, logDirectory } from "./processes.ts";
 import { startStubProcess } from "./stub.ts";
 import { TARGETS, type RunningTarget } from "./targets.ts";
 
@@ -22,19 +23,8 @@ const seconds = Number(process.env.PAIR_SECONDS ?? 3);
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const modes = (process.env.BENCH_MODES ?? "json,stream").split(",") as ("json" | "stream")[];
 const model = "gpt-4o-mini";
-const messages = [
-  { role: "system", content: "You are a load test." },
-  { role: "user", content: "Reply with a short friendly greeting for the benchmark please" },
-];
-const BODIES = {
-  json: JSON.stringify({ model, messages }),
-  stream: JSON.stringify({ model, messages, stream: true, stream_options: { include_usage: true } }),
-};
+const BODIES = chatBodies(model);
 
-const ticks = (pid: number) => {
-  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
-  return Number(f[11]) + Number(f[12]);
-};
 const median = (v: number[]) => {
   const s = [...v].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
@@ -42,10 +32,14 @@ const median = (v: number[]) => {
 
 /** One window of load on one target: CPU µs per call and req/s. */
 async function window(t: RunningTarget, mode: "json" | "stream", sec: number): Promise<{ us: number; rps: number }> {
-  const before = ticks(t.process.pid);
+  const ticks = () => {
+    const c = cpuTicks(t.process.pid);
+    return c.user + c.sys;
+  };
+  const before = ticks();
   const r = await runLoad({ url: t.chatUrl, headers: t.headers, body: BODIES[mode], connections, durationSec: sec });
   if (r.errors) throw new Error(`${t.name}: ${r.errors} errors (${JSON.stringify(r.statusCodes)})`);
-  return { us: ((ticks(t.process.pid) - before) * 1e4) / Math.max(1, r.ok), rps: r.rps };
+  return { us: ((ticks() - before) * 1e4) / Math.max(1, r.ok), rps: r.rps };
 }
 
 const stub = await startStubProcess();

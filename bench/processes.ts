@@ -141,6 +141,12 @@ export async function spawnServer(opts: SpawnOptions): Promise<ServerProcess> {
   };
 }
 
+/** A process's user and system CPU time so far, in clock ticks (USER_HZ: 100 a second). Linux only. */
+export function cpuTicks(pid: number): { user: number; sys: number } {
+  const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+  return { user: Number(f[11]), sys: Number(f[12]) };
+}
+
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }

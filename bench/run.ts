@@ -11,6 +11,7 @@ import { cpus, totalmem } from "node:os";
 import { fileURLToPath } from "node:url";
 import { runLoad } from "./load.ts";
 import { logDirectory, memoryOf } from "./processes.ts";
+import { chatBodies, EXPECTED_REPLY } from "./chat-bodies.ts";
 import { computeRatios, renderReport, writeReport, type CaseResult, type Mode, type Report, type TargetSummary } from "./report.ts";
 import { startStubProcess, type StubProcess } from "./stub.ts";
 import { TARGETS, type RunningTarget } from "./targets.ts";
@@ -52,16 +53,7 @@ const RATIOS: [string, string][] = [
   ["portkey", "direct"],
 ];
 
-const USER_TEXT = "Reply with a short friendly greeting for the benchmark please";
-const EXPECTED_REPLY = `Hello from stub: ${USER_TEXT}`;
-const messages = [
-  { role: "system", content: "You are a load test." },
-  { role: "user", content: USER_TEXT },
-];
-const BODIES: Record<Mode, string> = {
-  json: JSON.stringify({ model, messages }),
-  stream: JSON.stringify({ model, messages, stream: true, stream_options: { include_usage: true } }),
-};
+const BODIES = chatBodies(model);
 
 /** One real request per mode before loading: the answer must be the stub's, and the stub must have seen it. */
 async function preflight(target: RunningTarget, mode: Mode, stub: StubProcess): Promise<string | undefined> {

@@ -36,6 +36,7 @@
 // `disconnects` counts streams whose client went away before the end.
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { readJsonBody } from "./http.ts";
 
 export type AnthropicStubOptions = {
   apiKey?: string;
@@ -227,19 +228,9 @@ export async function startAnthropicStub(opts: AnthropicStubOptions = {}): Promi
   const slowMs = opts.slowMs ?? 50;
 
   const server = createServer(async (req, res) => {
-    const chunks: Buffer[] = [];
-    for await (const c of req) chunks.push(c as Buffer);
+    const { body, badJson } = await readJsonBody(req);
     const n = ++seq;
     const path = (req.url ?? "/").split("?")[0];
-    const raw = Buffer.concat(chunks).toString("utf8");
-    let body: any;
-    let badJson = false;
-    try {
-      body = raw ? JSON.parse(raw) : undefined;
-    } catch {
-      body = raw;
-      badJson = true;
-    }
     requests.push({ method: req.method ?? "GET", path, headers: req.headers, body });
     const send = (status: number, payload: object) => {
       const text = JSON.stringify(payload);

@@ -41,6 +41,7 @@
 // The server is unref'd: a test that forgets close() does not keep its process alive.
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { readJsonBody } from './http.ts';
 
 export type GeminiRequest = { method: string; path: string; query: Record<string, string>; headers: IncomingHttpHeaders; body: any };
 
@@ -159,19 +160,9 @@ export async function startGeminiStub(opts: { apiKey?: string } = {}): Promise<G
   let seq = 0;
 
   const server = createServer(async (req, res) => {
-    const chunks: Buffer[] = [];
-    for await (const c of req) chunks.push(c as Buffer);
+    const { raw, body, badJson } = await readJsonBody(req);
     const n = ++seq;
     const url = new URL(req.url ?? '/', 'http://stub.invalid');
-    const raw = Buffer.concat(chunks).toString('utf8');
-    let body: any;
-    let badJson = false;
-    try {
-      body = raw ? JSON.parse(raw) : undefined;
-    } catch {
-      body = raw;
-      badJson = true;
-    }
     const query = Object.fromEntries(url.searchParams);
     requests.push({ method: req.method ?? 'GET', path: url.pathname, query, headers: req.headers, body });
     const send = (status: number, payload: unknown) => {

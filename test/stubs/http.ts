@@ -35,6 +35,18 @@ export type HttpStub = {
   close(): Promise<void>;
 };
 
+/** A stub's request body: the raw text, parsed as JSON when it is (badJson: it is not). */
+export async function readJsonBody(req: IncomingMessage): Promise<{ raw: string; body: any; badJson: boolean }> {
+  const chunks: Buffer[] = [];
+  for await (const c of req) chunks.push(c as Buffer);
+  const raw = Buffer.concat(chunks).toString("utf8");
+  try {
+    return { raw, body: raw ? JSON.parse(raw) : undefined, badJson: false };
+  } catch {
+    return { raw, body: raw, badJson: true };
+  }
+}
+
 export async function startHttpStub(handler: Handler): Promise<HttpStub> {
   const requests: RecordedRequest[] = [];
   const server = createServer((req, res) => {
