@@ -326,8 +326,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     const req = c.req.raw;
     const requestId = newRequestId();
     c.set('requestId' as never, requestId as never);
-    const url = new URL(req.url);
-    const [serviceId, ...rest] = url.pathname.slice('/v1/'.length).split('/');
+    const [serviceId, ...rest] = pathOf(req.url).slice('/v1/'.length).split('/');
     const actionPath = rest.join('/');
     const service = services.get(serviceId);
     if (!service) throw notFound('service_not_found', `No service '${serviceId}' is mounted here.`);
@@ -335,9 +334,9 @@ export function createGateway(opts: GatewayOptions): Gateway {
     if (!found) throw notFound('action_not_found', `The service '${serviceId}' has no action '${actionPath}'.`);
     const { action, id, restPath } = found;
     c.set('route' as never, `/v1/${serviceId}/${id}` as never);
-    if (!action.formatError) return admit(c, req, url, serviceId, action, id, restPath);
+    if (!action.formatError) return admit(c, req, serviceId, action, id, restPath);
     try {
-      return await admit(c, req, url, serviceId, action, id, restPath);
+      return await admit(c, req, serviceId, action, id, restPath);
     } catch (e) {
       if (isGatewayError(e)) return action.formatError(e);
       throw e;
@@ -345,7 +344,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
   }
 
   /** Method, identity, city status and rate limits; then the action itself (run). */
-  async function admit(c: Context, req: Request, url: URL, serviceId: string, action: AnyAction, id: string, restPath: string): Promise<Response> {
+  async function admit(c: Context, req: Request, serviceId: string, action: AnyAction, id: string, restPath: string): Promise<Response> {
     const method = req.method === 'HEAD' ? 'GET' : req.method;
     if (method !== action.method) {
       throw new GatewayError(405, 'method_not_allowed', `Use ${action.method} for /v1/${serviceId}/${id}.`, {
@@ -369,15 +368,15 @@ export function createGateway(opts: GatewayOptions): Gateway {
     // Rate limits: 429 before the body is read; the counters' state goes out as headers.
     let admission = limits.admit(identity, method, !!action.ipLimited, () => limits.clientIp(req, opts.socketIp?.(req, c.env) ?? null));
     if (admission instanceof Promise) admission = await admission; // only when a counter needed the database
-    if (!admission) return run(c, action, id, restPath, identity, url);
+    if (!admission) return run(c, action, id, restPath, identity);
     // On the runtime's response object when it can (Node: set now, they go out with whatever
     // answer follows, an error's too), else on the Response once there is one.
     const onRuntime = opts.addHeaders?.(c.env, admission.headers) === true;
-    if (onRuntime && !admission.inflightKey) return run(c, action, id, restPath, identity, url);
+    if (onRuntime && !admission.inflightKey) return run(c, action, id, restPath, identity);
     const limitHeaders = (r: Response) => (onRuntime ? r : withHeaders(r, admission.headers));
     let res: Response;
     try {
-      res = await run(c, action, id, restPath, identity, url);
+      res = await run(c, action, id, restPath, identity);
     } catch (e) {
       if (admission.inflightKey) context.waitUntil(limits.release(admission.inflightKey));
       if (isGatewayError(e)) return limitHeaders(action.formatError ? action.formatError(e) : e.toResponse());
@@ -386,20 +385,22 @@ export function createGateway(opts: GatewayOptions): Gateway {
     return limitHeaders(admission.inflightKey ? releasedAtEnd(res, () => context.waitUntil(limits.release(admission.inflightKey!))) : res);
   }
 
-  async function run(c: Context, action: AnyAction, id: string, restPath: string, identity: Identity, url: URL): Promise<Response> {
+  async function run(c: Context, action: AnyAction, id: string, restPath: string, identity: Identity): Promise<Response> {
     const req = c.req.raw;
     const requestId = c.get('requestId' as never) as string;
     const limit = action.maxBodyBytes ?? config.maxBodyBytes;
     let bodyRead: Promise<Uint8Array> | null = null;
     const rawBody = () => (bodyRead ??= readBody(req, limit));
+    // The URL is parsed only when its query is read (a POST without one never builds it).
+    let parsed: URL | undefined;
+    const url = () => (parsed ??= new URL(req.url));
     let raw: unknown;
-    if (action.method === 'GET') raw = parseQuery(url);
-    else if (action.body === 'raw') raw = parseQuery(url);
+    if (action.method === 'GET' || action.body === 'raw') raw = parseQuery(url());
     else raw = parseJsonBody(await rawBody());
 
     // Seed §5.5: a city_id in the body or query that differs from the bound city → 403.
     const bound = boundCity(identity);
-    const claimed = cityIdOf(raw) ?? (url.search ? url.searchParams.get('city_id') : null);
+    const claimed = cityIdOf(raw) ?? (req.url.includes('?') ? url().searchParams.get('city_id') : null);
     if (bound && claimed != null && claimed !== bound) {
       throw new GatewayError(403, 'city_mismatch', 'city_id does not match the city of this credential.', { param: 'city_id' });
     }
@@ -485,6 +486,19 @@ function releasedAtEnd(res: Response, done: () => void): Response {
     },
   });
   return new Response(stream, res);
+}
+
+/**
+ * The path of a request's URL, as URL.pathname gives it, without building a URL object: the
+ * runtimes hand over URLs already normalized (dot segments resolved, characters escaped).
+ */
+function pathOf(href: string): string {
+  const start = href.indexOf('/', href.indexOf('//') + 2);
+  if (start < 0) return '/';
+  let end = href.indexOf('?', start);
+  if (end < 0) end = href.length;
+  const hash = href.indexOf('#', start);
+  return href.slice(start, hash >= 0 && hash < end ? hash : end);
 }
 
 function findAction(service: ServiceDef, path: string): { action: AnyAction; id: string; restPath: string } | null {
