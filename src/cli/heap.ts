@@ -1,7 +1,7 @@
 // The memory of `citygate serve`, sized for a gateway (many short requests) rather than left to
 // V8's and glibc's defaults for a machine with plenty of memory. Left alone, under load V8 grows
 // the young generation to 2 × 64 MB and lets the old generation reach up to 4 × its live size
-// before a full collection: 300–450 MB peak RSS at 32 busy connections; with these, ~180–200 MB
+// before a full collection: 300–450 MB peak RSS at 32 busy connections; with these, ~170–190 MB
 // (issue 11; `npm run bench` prints each server's peak RSS).
 //   --max-semi-space-size=8     young generation at most 2 × 8 MB. V8 reads it only at start,
 //                               so `serve` re-executes itself with it (process.execve: the same
