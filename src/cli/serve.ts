@@ -1,4 +1,5 @@
 import cluster from 'node:cluster';
+import { flushCompileCache } from 'node:module';
 import { announceWorker, startPrimary, stopWithPrimary } from '../runtimes/node/cluster.ts';
 import { describeDatabase, readNodeConfig } from '../runtimes/node/config.ts';
 import { startNodeServer } from '../runtimes/node/server.ts';
@@ -15,6 +16,8 @@ export async function serveCommand(): Promise<number> {
     process.stderr.write(`citygate worker ${process.pid}: ${e.message}\n`);
     process.exit(1);
   });
+  // The compile cache (heap.ts) is otherwise written only at a graceful exit.
+  flushCompileCache?.();
   if (cluster.isWorker) {
     announceWorker(s.url);
     stopWithPrimary(s.stop);

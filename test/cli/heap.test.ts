@@ -1,10 +1,10 @@
 // `citygate serve` runs with a young generation sized for a gateway (src/cli/heap.ts): it
-// re-executes itself with --max-semi-space-size=8 and MALLOC_ARENA_MAX=2 — the same process,
+// re-executes itself with --max-semi-space-size=8, MALLOC_ARENA_MAX=2 and a compile cache — the same process,
 // which still answers and stops gracefully — unless the operator gave a value of their own or
 // CITYGATE_HEAP_TUNING=0.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { test } from 'node:test';
 import { tempDir } from '../helpers/gateway.ts';
@@ -49,6 +49,15 @@ test('serve runs with a bounded young generation, in the process that was starte
   assert.equal(r.health, 200);
   assert.ok(r.flags.includes('--max-semi-space-size=8'), `node flags: ${JSON.stringify(r.flags)}`);
   assert.ok(r.environ.includes('MALLOC_ARENA_MAX=2'));
+  assert.equal(r.exitCode, 0);
+});
+
+test('serve keeps a compile cache, so later boots skip the TypeScript stripper', { skip: !linux && '/proc is Linux-only' }, async () => {
+  const tmp = tempDir('citygate-heap-tmp-');
+  const r = await serveFlags({ TMPDIR: tmp });
+  assert.ok(r.environ.includes(`NODE_COMPILE_CACHE=${join(tmp, 'node-compile-cache')}`));
+  // written once serve listens, not only at a graceful exit
+  assert.ok(readdirSync(join(tmp, 'node-compile-cache'), { recursive: true }).length > 0);
   assert.equal(r.exitCode, 0);
 });
 
