@@ -57,9 +57,10 @@ export interface GatewayOptions {
   /** The admin console's built files for /console (Node: console/dist; Workers: static assets). */
   consoleAssets?: ConsoleAssets;
   /**
-   * Adds headers to the response about to be written, on the runtime's own response object
-   * (Node: the ServerResponse), so the Response's headers need not be built into a Headers
-   * object just for two more. False when it cannot (then they are set on the Response).
+   * Adds headers to the response about to be written, kept by the runtime (Node: merged into the
+   * head it writes), so the Response's headers need not be built into a Headers object just for
+   * a few more. A Response's own header of the same name wins. False when it cannot (then they
+   * are set on the Response).
    */
   addHeaders?: (platform: unknown, headers: Record<string, string>) => boolean;
 }

@@ -92,6 +92,24 @@ async function* iterate(stream: ReadableStream<Uint8Array>): AsyncIterable<Uint8
   }
 }
 
+// Whole answers made of bytes already in memory (a relayed JSON answer): the runtime can write
+// them itself, head and body at once, with the headers it adds merged into the head (on Node
+// that is writeHead with one object, Node's fast path, instead of a setHeader per header).
+const WHOLE = Symbol('citygate.whole');
+type WithWhole = Response & { [WHOLE]?: { bytes: Uint8Array; headers: Record<string, string> } };
+
+/** A Response of `bytes`, remembered for wholeBodyOf. Its headers must not be changed afterwards. */
+export function wholeResponse(bytes: Uint8Array, init: { status: number; headers: Record<string, string> }): Response {
+  const res: WithWhole = new Response(bytes as Uint8Array<ArrayBuffer>, init);
+  res[WHOLE] = { bytes, headers: init.headers };
+  return res;
+}
+
+/** What a response was made with by wholeResponse, else null. */
+export function wholeBodyOf(res: Response): { bytes: Uint8Array; headers: Record<string, string> } | null {
+  return (res as WithWhole)[WHOLE] ?? null;
+}
+
 // Streamed responses: the runtime can take the body back without going through
 // `Response.body` (on Node, @hono/node-server's lightweight Response builds a full Response
 // object the first time .body is read). A body given as chunks (an async iterable) still gets

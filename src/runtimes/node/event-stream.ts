@@ -29,10 +29,23 @@ export function isEventStream(res: Response): boolean {
   return streamSourceOf(res) !== null && res.status === 200 && (res.headers.get('content-type') ?? '').startsWith('text/event-stream');
 }
 
+/**
+ * A whole answer made by wholeResponse: head and body in one writeHead(status, object) and end,
+ * which is Node's fast path (no setHeader per header). `added`: the headers the gateway added;
+ * the Response's own win on a clash.
+ */
+export function writeWhole(res: Response, whole: { bytes: Uint8Array; headers: Record<string, string> }, out: ServerResponse, added?: Record<string, string>): Response {
+  const headers: Record<string, string> = added ? { ...added, ...whole.headers } : { ...whole.headers };
+  headers['content-length'] = String(whole.bytes.byteLength);
+  out.writeHead(res.status, headers).end(whole.bytes);
+  return alreadySentResponse();
+}
+
 /** Writes the response to `out` and resolves (never rejects) once it is done or abandoned. */
-export async function writeEventStream(res: Response, out: ServerResponse): Promise<Response> {
+export async function writeEventStream(res: Response, out: ServerResponse, added?: Record<string, string>): Promise<Response> {
   const source = streamSourceOf(res) ?? res.body;
-  const headers: Record<string, string | string[]> = {};
+  // the headers the gateway added first: the Response's own win on a clash
+  const headers: Record<string, string | string[]> = added ? { ...added } : {};
   for (const [k, v] of res.headers) if (k !== 'set-cookie') headers[k] = v;
   const cookies = res.headers.getSetCookie();
   if (cookies.length) headers['set-cookie'] = cookies;

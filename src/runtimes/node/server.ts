@@ -14,12 +14,19 @@ import { openNodeDatabase } from './database.ts';
 import { LocalFileStore } from './file-store.ts';
 import { NodeJobRunner } from './job-runner.ts';
 import { loadProjectConfig } from './project-config.ts';
-import { isEventStream, writeEventStream } from './event-stream.ts';
+import { isEventStream, writeEventStream, writeWhole } from './event-stream.ts';
+import { wholeBodyOf } from '../../kernel/http.ts';
 import { bufferedLines } from './log-writer.ts';
 import { undiciHttp } from './upstream-http.ts';
 import { installNodeMetrics } from './metrics.ts';
 import { nodeMasterKey } from './master-key.ts';
 import { nodeConsoleAssets } from './console-assets.ts';
+
+/** What @hono/node-server hands the gateway with each request, plus the headers the gateway adds. */
+interface Bindings {
+  outgoing: ServerResponse;
+  added?: Record<string, string>;
+}
 
 // Scalar's self-contained browser build, next to the package's entry point.
 const scalarScript = async () => {
@@ -61,10 +68,11 @@ export async function startNodeServer(
     masterKey: nodeMasterKey(env, config.databasePath),
     socketIp: (_req, b) => (b as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)?.incoming?.socket?.remoteAddress,
     addHeaders(b, headers) {
-      const out = (b as { outgoing?: ServerResponse } | undefined)?.outgoing;
-      if (!out || out.headersSent) return false;
-      // merged by writeHead with the Response's own headers, which win on a clash
-      for (const k in headers) out.setHeader(k, headers[k]);
+      const bindings = b as Bindings | undefined;
+      if (!bindings?.outgoing || bindings.outgoing.headersSent) return false;
+      // kept until the response is written (fetchNode): merged into its head
+      if (bindings.added) Object.assign(bindings.added, headers);
+      else bindings.added = headers;
       return true;
     },
   });
@@ -84,10 +92,20 @@ export async function startNodeServer(
     );
   }
 
-  // Event streams are written by the runtime (headers with the first chunk); the rest by the adapter.
-  const fetchNode = async (req: Request, bindings: { outgoing: ServerResponse }): Promise<Response> => {
+  // Event streams are written by the runtime (headers with the first chunk), and so are whole
+  // answers of bytes (one writeHead, Node's fast path), with the headers the gateway added merged
+  // into their head; the rest by the adapter, with those headers set on the ServerResponse first.
+  // A browser's request (Origin) skips the whole-answer path: CORS adds headers to the Response
+  // after it was made, which only the adapter's path reads.
+  const fetchNode = async (req: Request, bindings: Bindings): Promise<Response> => {
     const res = await gateway.fetch(req, bindings);
-    return isEventStream(res) ? writeEventStream(res, bindings.outgoing) : res;
+    const out = bindings.outgoing;
+    if (isEventStream(res)) return writeEventStream(res, out, bindings.added);
+    const whole = wholeBodyOf(res);
+    if (whole && !out.headersSent && !req.headers.get('origin')) return writeWhole(res, whole, out, bindings.added);
+    const added = bindings.added;
+    if (added && !out.headersSent) for (const k in added) out.setHeader(k, added[k]);
+    return res;
   };
   const server = serve({ fetch: fetchNode as (req: Request, env: unknown) => Promise<Response>, hostname: config.host, port: config.port });
   await new Promise<void>((resolve, reject) => {

@@ -1,6 +1,6 @@
 // The three steps a relayed upstream answer takes, shared by the chat pass-through
 // (chat/passthrough.ts) and the forwarded Responses/Messages/embeddings calls (forward.ts).
-import type { UpstreamResponse } from '../../kernel/http.ts';
+import { wholeResponse, type UpstreamResponse } from '../../kernel/http.ts';
 import type { GatewayContext } from '../../kernel/context.ts';
 import type { AiCall, Usage } from './meter.ts';
 import { UpstreamStatusError, type Deadline } from './upstream-errors.ts';
@@ -19,7 +19,7 @@ export function bufferedAnswer(gw: GatewayContext, call: AiCall, res: UpstreamRe
   return () => {
     // finished here, once routing is done, so the record's overhead is the response's
     gw.waitUntil(call.finish('ok', used));
-    return new Response(bytes as Uint8Array<ArrayBuffer>, { status: res.status, headers: { 'content-type': type } });
+    return wholeResponse(bytes, { status: res.status, headers: { 'content-type': type } });
   };
 }
 
