@@ -370,8 +370,8 @@ export function createGateway(opts: GatewayOptions): Gateway {
     let admission = limits.admit(identity, method, !!action.ipLimited, () => limits.clientIp(req, opts.socketIp?.(req, c.env) ?? null));
     if (admission instanceof Promise) admission = await admission; // only when a counter needed the database
     if (!admission) return run(c, action, id, restPath, identity);
-    // On the runtime's response object when it can (Node: set now, they go out with whatever
-    // answer follows, an error's too), else on the Response once there is one.
+    // Kept by the runtime when it can (Node: handed over now, they go out with whatever answer
+    // follows, an error's too), else set on the Response once there is one.
     const onRuntime = opts.addHeaders?.(c.env, admission.headers) === true;
     if (onRuntime && !admission.inflightKey) return run(c, action, id, restPath, identity);
     const limitHeaders = (r: Response) => (onRuntime ? r : withHeaders(r, admission.headers));

@@ -15,8 +15,8 @@ export interface UpstreamRequest {
 /**
  * What aborts an upstream call without an AbortSignal up front (ai's per-attempt Deadline): its
  * `signal` is made when first read, and a client that can listen to an EventEmitter-shaped
- * source (Node's undici) listens to this object itself; a listener on an AbortSignal costs
- * several times more. No `aborted` member: undici would take the object for an AbortSignal.
+ * source (the Node upstream client) listens to this object itself; a listener on an
+ * AbortSignal costs several times more.
  */
 export interface AbortSource {
   readonly signal: AbortSignal;

@@ -84,7 +84,7 @@ interface Slots {
   used: number;
   pacedAt: number;
   usedAtPace: number;
-  /** Slots used per ms over the last block (carried into the next window). */
+  /** Slots used per ms over the last span of at least PACE_SPAN_MS (carried into the next window). */
   pace: number;
 }
 

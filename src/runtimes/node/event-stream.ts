@@ -14,7 +14,7 @@ import { streamSourceOf } from '../../kernel/http.ts';
 /** Tells @hono/node-server that the response was written already (its documented escape hatch). */
 const ALREADY_SENT_HEADER = 'x-hono-already-sent';
 let alreadySent: Response | null = null;
-function alreadySentResponse(): Response {
+export function alreadySentResponse(): Response {
   if (!alreadySent) {
     alreadySent = new Response(null, { headers: { [ALREADY_SENT_HEADER]: 'true' } });
     // node-server's lightweight Response would take its cached-body path, which writes again:
@@ -27,18 +27,6 @@ function alreadySentResponse(): Response {
 /** A stream made by streamingResponse (every event stream citygate sends is): other responses' headers are not even read. */
 export function isEventStream(res: Response): boolean {
   return streamSourceOf(res) !== null && res.status === 200 && (res.headers.get('content-type') ?? '').startsWith('text/event-stream');
-}
-
-/**
- * A whole answer made by wholeResponse: head and body in one writeHead(status, object) and end,
- * which is Node's fast path (no setHeader per header). `added`: the headers the gateway added;
- * the Response's own win on a clash.
- */
-export function writeWhole(res: Response, whole: { bytes: Uint8Array; headers: Record<string, string> }, out: ServerResponse, added?: Record<string, string>): Response {
-  const headers: Record<string, string> = added ? { ...added, ...whole.headers } : { ...whole.headers };
-  headers['content-length'] = String(whole.bytes.byteLength);
-  out.writeHead(res.status, headers).end(whole.bytes);
-  return alreadySentResponse();
 }
 
 /** Writes the response to `out` and resolves (never rejects) once it is done or abandoned. */

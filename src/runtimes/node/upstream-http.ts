@@ -47,6 +47,7 @@ function targetOf(url: string): { origin: string; path: string } {
 }
 
 const DONE: IteratorResult<Uint8Array> = { done: true, value: undefined };
+const utf8 = new TextDecoder();
 /** Chunks buffered ahead of a slow reader before the upstream socket is paused. */
 const HIGH_WATER_BYTES = 64 * 1024;
 
@@ -116,7 +117,7 @@ class Call implements Dispatcher.DispatchHandler, UpstreamResponse {
   }
 
   async text(): Promise<string> {
-    return new TextDecoder().decode(await this.bytes());
+    return utf8.decode(await this.bytes());
   }
 
   cancel(): void {

@@ -62,8 +62,8 @@ export function deadline(client: AbortSignal | undefined, ms: number): Deadline 
 /**
  * Every upstream attempt makes one, so it is cheap where it can be: one timer, one listener on
  * the client's signal, and no AbortController unless `signal` is read. The Node upstream client
- * listens to it directly (AbortSource: an EventEmitter shape, which undici takes as a signal;
- * a listener on an AbortSignal costs several times more).
+ * listens to it directly (AbortSource, an EventEmitter shape: a listener on an AbortSignal costs
+ * several times more).
  */
 class CallDeadline implements Deadline {
   #client: AbortSignal | undefined;
