@@ -1,13 +1,14 @@
 // CPU per call of the citygate process: `node bench/cpu.ts`. Loads citygate-free (or, with
-// CPU_TARGET=citygate, the charged target) like `npm run bench`, and reads the server's user +
-// system CPU time from /proc/<pid>/stat before and after each case: CPU µs per request is much
+// CPU_TARGET=citygate, the charged target; CPU_TARGET=bare, the floor) like `npm run bench`,
+// and reads the server's user + system CPU time from /proc/<pid>/stat before and after each case: CPU µs per request is much
 // steadier than req/s on a shared machine (other processes take cores, not this process's CPU
 // per call). Also prints the server's peak RSS. Linux only (/proc).
 //
 // Env: BENCH_DURATION (s per case, default 5), BENCH_CONNECTIONS (default 32), BENCH_MODES
 // (default json,stream), CPU_TARGET (a citygate target: citygate-free, citygate, citygate-limited,
-// citygate-free-limited, citygate-3up), BENCH_CITYGATE_NODE_ARGS;
-// CITYGATE_HEAP_TUNING=0 compares with V8's default heap (src/cli/heap.ts).
+// citygate-free-limited, citygate-3up, or bare), BENCH_CITYGATE_NODE_ARGS;
+// CITYGATE_HEAP_TUNING=0 compares with V8's default heap (src/cli/heap.ts); BENCH_KEEP_LOGS=1 keeps the
+// servers' logs (with BENCH_CITYGATE_NODE_ARGS=--trace-gc: the collections under load).
 import { rmSync } from "node:fs";
 import { chatBodies } from "./chat-bodies.ts";
 import { runLoad } from "./load.ts";
@@ -18,8 +19,8 @@ import { TARGETS } from "./targets.ts";
 const durationSec = Number(process.env.BENCH_DURATION ?? 5);
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const modes = (process.env.BENCH_MODES ?? "json,stream").split(",") as ("json" | "stream")[];
-const target = TARGETS.find((t) => t.name === (process.env.CPU_TARGET ?? "citygate-free") && t.name.startsWith("citygate"));
-if (!target) throw new Error(`CPU_TARGET must name a citygate target of bench/targets.ts`);
+const target = TARGETS.find((t) => t.name === (process.env.CPU_TARGET ?? "citygate-free") && (t.name.startsWith("citygate") || t.name === "bare"));
+if (!target) throw new Error(`CPU_TARGET must name a citygate target of bench/targets.ts, or bare`);
 const model = "gpt-4o-mini";
 const BODIES = chatBodies(model);
 const TICK_US = 1e6 / 100; // USER_HZ
@@ -41,5 +42,6 @@ for (const mode of modes) {
 console.log(`peak RSS ${memoryOf(pid)?.peakRssMb} MB`);
 await t.stop();
 await stub.stop();
-rmSync(logDirectory(), { recursive: true, force: true });
+if (process.env.BENCH_KEEP_LOGS === "1") console.log(`server logs: ${logDirectory()}`);
+else rmSync(logDirectory(), { recursive: true, force: true });
 process.exit(0);
