@@ -10,6 +10,9 @@ import { chatUsageNumbers, topLevelObjectMember } from '../../src/services/ai/js
 import { usageToMeasured } from '../../src/services/ai/chat/passthrough.ts';
 import { AiCall } from '../../src/services/ai/meter.ts';
 import type { ModelDef } from '../../src/services/ai/registry.ts';
+import { isSdkError } from '../../src/services/ai/sdk.ts';
+import { retryAfterOf, toGatewayError } from '../../src/services/ai/upstream-errors.ts';
+import { AISDKError, APICallError, DownloadError, StreamProviderError } from 'ai';
 
 function fakeGateway(opts: { short?: boolean } = {}) {
   const events: string[] = [];
@@ -266,3 +269,37 @@ describe('the top-level usage of a JSON answer, read from its bytes', () => {
     }
   });
 });
+
+// upstream-errors.ts and media.ts tell the AI SDK's errors apart without loading the SDK
+// (src/services/ai/sdk.ts): these are the SDK's own errors, made by the SDK.
+describe("the AI SDK's errors, recognised without importing the SDK", () => {
+  const apiCall = (statusCode?: number, responseHeaders?: Record<string, string>) =>
+    new APICallError({ message: 'upstream said no', url: 'http://u/x', requestBodyValues: {}, statusCode, responseHeaders, responseBody: '{"error":{"message":"bad thing"}}' });
+
+  test('isSdkError agrees with the SDK’s own isInstance', () => {
+    const cases: [unknown, `AI_${string}`, boolean][] = [
+      [apiCall(400), 'AI_APICallError', true],
+      [new StreamProviderError({ message: 'x', statusCode: 400 }), 'AI_StreamProviderError', true],
+      [new DownloadError({ url: 'https://a/b', statusCode: 404, statusText: 'Not Found' }), 'AI_DownloadError', true],
+      [apiCall(400), 'AI_StreamProviderError', false],
+      [new AISDKError({ name: 'AI_APICallError', message: 'only named so' }), 'AI_APICallError', false],
+      [Object.assign(new Error('x'), { name: 'AI_APICallError' }), 'AI_APICallError', false],
+      [null, 'AI_APICallError', false],
+      ['AI_APICallError', 'AI_APICallError', false],
+    ];
+    for (const [e, name, want] of cases) assert.equal(isSdkError(e, name), want, `${(e as Error)?.constructor?.name} as ${name}`);
+    assert.equal(isSdkError(apiCall(400), 'AI_APICallError'), APICallError.isInstance(apiCall(400)));
+  });
+
+  test('an APICallError, a StreamProviderError and a wrapped APICallError map as before', () => {
+    assert.deepEqual(pick(toGatewayError(apiCall(429))), [429, 'upstream_rate_limited']);
+    assert.deepEqual(pick(toGatewayError(apiCall(400))), [400, 'upstream_rejected']);
+    assert.match(toGatewayError(apiCall(400)).message, /bad thing/);
+    assert.deepEqual(pick(toGatewayError(apiCall(undefined))), [502, 'upstream_unavailable']);
+    assert.deepEqual(pick(toGatewayError(new StreamProviderError({ message: 'too long', statusCode: 400 }))), [400, 'upstream_rejected']);
+    assert.deepEqual(pick(toGatewayError(new Error('wrapper', { cause: apiCall(503) }))), [502, 'upstream_error']);
+    assert.equal(retryAfterOf(new Error('wrapper', { cause: apiCall(429, { 'retry-after': '7' }) })), 7000);
+  });
+});
+
+const pick = (e: GatewayError) => [e.status, e.code];

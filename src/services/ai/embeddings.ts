@@ -2,7 +2,6 @@
 // fallbacks, circuit breakers): each attempt forwards to an upstream that serves /embeddings
 // (OpenAI and OpenAI-compatible), or uses the AI SDK's embedMany for the others (Google).
 // Charged by input tokens as the upstream reports them (an estimate when it reports none).
-import { embedMany } from 'ai';
 import { z } from 'zod';
 import { badRequest, GatewayError } from '../../kernel/errors.ts';
 import type { ActionContext } from '../../kernel/service.ts';
@@ -12,6 +11,7 @@ import { adapters } from './providers/index.ts';
 import { resolveModel } from './resolve.ts';
 import { candidatesOf, nativeUrlOf, routeCall, type Responder } from './routing/route.ts';
 import type { Upstream } from './routing/upstreams.ts';
+import { loadAi } from './sdk.ts';
 
 const tokens = z.array(z.number().int().nonnegative()).min(1);
 export const embeddingsInput = z
@@ -72,8 +72,9 @@ export async function embeddings(ctx: ActionContext<EmbeddingsInput>): Promise<R
         errorEvent: () => '',
       });
     }
+    const { embedMany } = await loadAi();
     const res = await embedMany({
-      model: t.adapter.embeddingModel!(t.call, t.upstreamModel),
+      model: await t.adapter.embeddingModel!(t.call, t.upstreamModel),
       values: strings!,
       dimensions: input.dimensions,
       maxRetries: 0,

@@ -2,7 +2,6 @@
 // run by the runtime's job queue (durable runner on Node, Cloudflare Queues on the edge),
 // polled by the owner. A job handler may run more than once (a restart mid-job re-runs it):
 // it starts from the row's state and ends by writing a final status exactly once.
-import { generateImage } from 'ai';
 import { z } from 'zod';
 import type { GatewayContext } from '../../kernel/context.ts';
 import { newId, randomToken } from '../../kernel/crypto.ts';
@@ -14,6 +13,7 @@ import { AiCall, type CallState } from './meter.ts';
 import type { Mode } from './registry.ts';
 import { resolveModel, upstreamTimeoutMs } from './resolve.ts';
 import { route } from './routing/route.ts';
+import { loadAi } from './sdk.ts';
 import { registryOf } from './state.ts';
 import { getJob, getOwnedJob, insertJob, updateJob, type JobRow } from './store.ts';
 import { deadline, toGatewayError } from './upstream-errors.ts';
@@ -189,8 +189,9 @@ export async function runImage(msg: JobMessage, gw: GatewayContext): Promise<voi
     const r = await resolveModel(gw, identityOf(row), row.model, 'image');
     const res = await route(gw, { model: r.model, operation: 'image', signal: new AbortController().signal, observer: call }, async (t, d) => {
       if (!t.adapter.imageModel) throw badRequest('mode_not_supported', `The model '${row.model}' cannot make images.`);
+      const { generateImage } = await loadAi();
       const out = await generateImage({
-        model: t.adapter.imageModel(t.call, t.upstreamModel),
+        model: await t.adapter.imageModel(t.call, t.upstreamModel),
         prompt: input.prompt,
         n: input.n,
         size: input.size,

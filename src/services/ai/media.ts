@@ -1,5 +1,4 @@
 // POST /v1/ai/tts (text → audio bytes) and POST /v1/ai/asr (audio → text), through the AI SDK.
-import { createDownload, DownloadError, generateSpeech, transcribe } from 'ai';
 import { z } from 'zod';
 import { badRequest, forbidden, GatewayError } from '../../kernel/errors.ts';
 import { boundCity } from '../../kernel/identity.ts';
@@ -9,6 +8,7 @@ import { AiCall } from './meter.ts';
 import type { ModelDef } from './registry.ts';
 import { resolveModel, upstreamTimeoutMs } from './resolve.ts';
 import { routeCall, type Target } from './routing/route.ts';
+import { isSdkError, loadAi } from './sdk.ts';
 import { CLIENT_CLOSED } from './upstream-errors.ts';
 
 export const AUDIO_TYPES: Record<string, string> = {
@@ -50,10 +50,11 @@ export async function tts(ctx: ActionContext<z.output<typeof ttsInput>>): Promis
   const chars = [...input.text].length;
   await call.reserve({ input_tokens: chars });
   const format = input.format ?? 'mp3';
-  const res = await guarded(ctx, call, r.model, 'text_to_speech', (t, signal) => {
+  const res = await guarded(ctx, call, r.model, 'text_to_speech', async (t, signal) => {
     if (!t.adapter.speechModel) throw cannot(input.model, 'speak');
+    const { generateSpeech } = await loadAi();
     return generateSpeech({
-      model: t.adapter.speechModel(t.call, t.upstreamModel),
+      model: await t.adapter.speechModel(t.call, t.upstreamModel),
       text: input.text,
       voice: input.voice ?? 'alloy',
       outputFormat: format,
@@ -131,8 +132,6 @@ async function asrRequest(ctx: ActionContext<unknown>) {
   return { model, audio, language };
 }
 
-const downloadAudio = createDownload({ maxBytes: ASR_MAX_BYTES });
-
 /**
  * Fetches the audio a caller gave by URL, once, before any upstream call: its size is the basis
  * of the estimate when the upstream reports no duration, and an unreadable URL is the caller's
@@ -142,13 +141,14 @@ async function fetchAudio(ctx: ActionContext<unknown>, url: URL): Promise<{ data
   const t0 = performance.now();
   try {
     const signal = AbortSignal.any([ctx.signal, AbortSignal.timeout(upstreamTimeoutMs(ctx.gateway))]);
+    const downloadAudio = (await loadAi()).createDownload({ maxBytes: ASR_MAX_BYTES });
     const got = await downloadAudio({ url, isUrlSupportedByModel: false, abortSignal: signal } as never);
     const { data, mediaType } = (got ?? {}) as { data?: Uint8Array; mediaType?: string };
     if (!data || data.byteLength === 0) throw badRequest('invalid_input', 'url: the audio is empty', 'url');
     return { data, mediaType };
   } catch (e) {
     if (ctx.signal.aborted) throw new GatewayError(499, CLIENT_CLOSED, 'The client closed the request.');
-    if (DownloadError.isInstance(e)) {
+    if (isSdkError(e, 'AI_DownloadError')) {
       if (/exceeded maximum size/.test(e.message)) throw new GatewayError(413, 'audio_too_large', `url: the audio is larger than ${ASR_MAX_BYTES} bytes.`, { param: 'url' });
       const why = e.statusCode ? `it answered ${e.statusCode}` : 'it could not be fetched';
       throw badRequest('audio_unreadable', `url: the audio could not be read (${why}).`, 'url');
@@ -177,10 +177,11 @@ export async function asr(ctx: ActionContext<unknown>) {
     await call.finish(code === CLIENT_CLOSED ? 'aborted' : 'error', {}, code); // nothing consumed: the hold is returned
     throw e;
   }
-  const res = await guarded(ctx, call, r.model, 'speech_to_text', (t, signal) => {
+  const res = await guarded(ctx, call, r.model, 'speech_to_text', async (t, signal) => {
     if (!t.adapter.transcriptionModel) throw cannot(q.model, 'transcribe');
+    const { transcribe } = await loadAi();
     return transcribe({
-      model: t.adapter.transcriptionModel(t.call, t.upstreamModel),
+      model: await t.adapter.transcriptionModel(t.call, t.upstreamModel),
       // a URL's audio is handed over as fetched above, with the media type its server gave
       audio: q.audio,
       download: async () => audio,

@@ -3,7 +3,7 @@
 // retries and fallbacks are its business): the upstream's errors thrown before the answer,
 // and the AiCall finished exactly once with the usage the upstream reported. The API modules
 // only write their own format.
-import { generateText, streamText, type LanguageModelUsage, type ModelMessage, type ToolSet } from 'ai';
+import type { LanguageModelUsage, ModelMessage, ToolSet } from 'ai';
 import { GatewayError } from '../../kernel/errors.ts';
 import { streamingResponse } from '../../kernel/http.ts';
 import type { ActionContext } from '../../kernel/service.ts';
@@ -13,6 +13,7 @@ import type { NativeApi } from './providers/types.ts';
 import type { ModelDef } from './registry.ts';
 import { candidatesOf, nativeUrlOf, type Target } from './routing/route.ts';
 import type { Upstream } from './routing/upstreams.ts';
+import { loadAi, type Ai } from './sdk.ts';
 import { CLIENT_CLOSED, toGatewayError, type Deadline } from './upstream-errors.ts';
 import { headParts } from './chat/translate.ts';
 
@@ -47,8 +48,8 @@ const reported = (u: LanguageModelUsage | undefined) => u?.inputTokens != null |
  */
 const estimate = (inputBytes: number, pieces: number): Used & Usage => ({ ...estimateFromText(inputBytes, 0), input_tokens: Math.ceil(inputBytes / BYTES_PER_TOKEN), output_tokens: pieces, cached_tokens: 0 });
 
-const settings = (t: Target, q: SdkRequest, signal: AbortSignal) => ({
-  model: t.adapter.languageModel(t.call, t.upstreamModel),
+const settings = async (t: Target, q: SdkRequest, signal: AbortSignal) => ({
+  model: await t.adapter.languageModel(t.call, t.upstreamModel),
   ...q,
   allowSystemInMessages: true,
   maxRetries: 0, // retries are citygate's business, not the SDK's
@@ -59,8 +60,9 @@ const settings = (t: Target, q: SdkRequest, signal: AbortSignal) => ({
  * One generateText attempt: throws the upstream's failure (routing retries it), else returns
  * what answers the client — `json` of the result — and settles the call when it is made.
  */
-export async function sdkGenerate(call: AiCall, q: SdkRequest, inputBytes: number, t: Target, d: Deadline, json: (res: Awaited<ReturnType<typeof generateText>>, used: Used) => unknown) {
-  const res = await generateText(settings(t, q, d.signal) as Parameters<typeof generateText>[0]);
+export async function sdkGenerate(call: AiCall, q: SdkRequest, inputBytes: number, t: Target, d: Deadline, json: (res: Awaited<ReturnType<Ai['generateText']>>, used: Used) => unknown) {
+  const { generateText } = await loadAi();
+  const res = await generateText((await settings(t, q, d.signal)) as Parameters<Ai['generateText']>[0]);
   d.clear();
   const u = res.totalUsage ?? res.usage;
   const used: Used & Usage = reported(u) ? usedOf(u) : ({ ...estimate(inputBytes, 0), ...estimateFromText(inputBytes, byteLength(res.text)) } as Used & Usage);
@@ -76,13 +78,14 @@ export async function sdkGenerate(call: AiCall, q: SdkRequest, inputBytes: numbe
  * that cannot be translated is the translation's 400 when no upstream speaks the API, else it
  * goes to those that do. Decided before any hold or upstream call.
  */
-export function servingPlan(gw: GatewayContext, model: ModelDef, api: NativeApi, translate: () => SdkRequest) {
+export async function servingPlan(gw: GatewayContext, model: ModelDef, api: NativeApi, translate: (ai: Ai) => SdkRequest) {
   const all = candidatesOf(gw, model);
   const native = all.filter((u) => nativeUrlOf(u, api) !== null);
   let q: SdkRequest | null = null;
   if (native.length < all.length) {
+    const ai = await loadAi(); // only a call that may be translated needs the SDK
     try {
-      q = translate();
+      q = translate(ai);
     } catch (e) {
       if (!native.length) throw e;
     }
@@ -109,7 +112,8 @@ const enc = new TextEncoder();
  * failed with what was reported so far.
  */
 export async function sdkStream(ctx: ActionContext<unknown>, call: AiCall, q: SdkRequest, inputBytes: number, w: StreamWriter, t: Target, d: Deadline): Promise<() => Response> {
-  const result = streamText(settings(t, q, d.signal) as Parameters<typeof streamText>[0]);
+  const { streamText } = await loadAi();
+  const result = streamText((await settings(t, q, d.signal)) as Parameters<Ai['streamText']>[0]);
   const it = (result.fullStream as AsyncIterable<any>)[Symbol.asyncIterator]();
   const head = await headParts(it);
   d.stopTimer();

@@ -1,7 +1,7 @@
 // POST /v1/ai/text (one assistant message) and POST /v1/ai/stream (the AI SDK's UI message
 // stream, consumed unchanged by DefaultChatTransport / useChat and readUIMessageStream).
 import { streamingResponse } from '../../kernel/http.ts';
-import { convertToModelMessages, createUIMessageStreamResponse, generateText, streamText, validateUIMessages, type ModelMessage, type UIMessage } from 'ai';
+import type { ModelMessage, UIMessage } from 'ai';
 import { z } from 'zod';
 import { newId } from '../../kernel/crypto.ts';
 import { badRequest } from '../../kernel/errors.ts';
@@ -11,6 +11,7 @@ import { AiCall, byteLength, estimateFromText, tokenBound } from './meter.ts';
 import { maxOutputOf } from './registry.ts';
 import { resolveModel } from './resolve.ts';
 import { routeCall, type Target } from './routing/route.ts';
+import { loadAi, type Ai } from './sdk.ts';
 import { CLIENT_CLOSED, toGatewayError, type Deadline } from './upstream-errors.ts';
 
 export const textInput = z
@@ -31,7 +32,7 @@ export type TextInput = z.output<typeof textInput>;
 const FINISH: Record<string, string> = { 'tool-calls': 'tool_calls', 'content-filter': 'content_filter' };
 
 /** Messages as UI messages (with `parts`) or as Chat Completions messages (with `content`). */
-async function modelMessages(input: TextInput): Promise<{ messages: ModelMessage[]; ui: UIMessage[] | null }> {
+async function modelMessages({ validateUIMessages, convertToModelMessages }: Ai, input: TextInput): Promise<{ messages: ModelMessage[]; ui: UIMessage[] | null }> {
   if (input.messages === undefined) return { messages: [{ role: 'user', content: input.prompt! }], ui: null };
   const isUi = input.messages.every((m) => Array.isArray((m as { parts?: unknown }).parts));
   if (!isUi) return { messages: toModelMessages(input.messages), ui: null };
@@ -54,9 +55,9 @@ async function prepare(ctx: ActionContext<TextInput>, mode: 'text' | 'stream') {
 }
 
 /** The AI SDK call both actions make: retries are citygate's business (routing), not the SDK's. */
-function callSettings(input: TextInput, t: Target, messages: ModelMessages, abortSignal: AbortSignal) {
+async function callSettings(input: TextInput, t: Target, messages: ModelMessages, abortSignal: AbortSignal) {
   return {
-    model: t.adapter.languageModel(t.call, t.upstreamModel),
+    model: await t.adapter.languageModel(t.call, t.upstreamModel),
     instructions: input.system,
     messages,
     allowSystemInMessages: true,
@@ -79,10 +80,11 @@ async function routed<T>(ctx: ActionContext<TextInput>, p: Awaited<ReturnType<ty
 export async function text(ctx: ActionContext<TextInput>) {
   const { input } = ctx;
   const p = await prepare(ctx, 'text');
-  const { messages } = await modelMessages(input);
+  const ai = await loadAi();
+  const { messages } = await modelMessages(ai, input);
   await p.call.reserve({ input_tokens: p.inputBound, output_tokens: p.maxOut });
   const res = await routed(ctx, p, async (t, d) => {
-    const out = await generateText(callSettings(input, t, messages, d.signal));
+    const out = await ai.generateText(await callSettings(input, t, messages, d.signal));
     d.clear();
     return out;
   });
@@ -100,7 +102,8 @@ export async function text(ctx: ActionContext<TextInput>) {
 export async function stream(ctx: ActionContext<TextInput>): Promise<Response> {
   const { input, gateway: gw } = ctx;
   const p = await prepare(ctx, 'stream');
-  const { messages, ui } = await modelMessages(input);
+  const ai = await loadAi();
+  const { messages, ui } = await modelMessages(ai, input);
   await p.call.reserve({ input_tokens: p.inputBound, output_tokens: p.maxOut });
   let usage = sdkUsage(undefined);
   let reported = false;
@@ -115,7 +118,7 @@ export async function stream(ctx: ActionContext<TextInput>): Promise<Response> {
   // status code) instead of a 200 stream that carries an error.
   const { reader, head, d } = await routed(ctx, p, async (t, d) => {
     failure = null;
-    const result = streamText(callSettings(input, t, messages, d.signal));
+    const result = ai.streamText(await callSettings(input, t, messages, d.signal));
     const uiStream = result.toUIMessageStream({
       originalMessages: ui ?? undefined,
       generateMessageId: () => newId('msg', 12),
@@ -189,6 +192,6 @@ export async function stream(ctx: ActionContext<TextInput>): Promise<Response> {
     },
   });
   // the runtime's own event-stream writer takes it (kernel/http.ts streamingResponse)
-  const res = createUIMessageStreamResponse({ stream: body });
+  const res = ai.createUIMessageStreamResponse({ stream: body });
   return streamingResponse(res.body!, { status: res.status, headers: res.headers });
 }

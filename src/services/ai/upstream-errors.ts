@@ -2,9 +2,9 @@
 // 502, timeout → 504, an upstream 4xx caused by the input → 400 with the upstream's reason,
 // the upstream refusing citygate's own key → 502 (the caller cannot fix it), upstream rate
 // limit → 429. Messages never carry credentials.
-import { APICallError, StreamProviderError } from 'ai';
 import { GatewayError, isGatewayError } from '../../kernel/errors.ts';
 import type { AbortSource } from '../../kernel/http.ts';
+import { isSdkError } from './sdk.ts';
 
 export class UpstreamStatusError extends Error {
   readonly status: number;
@@ -34,7 +34,7 @@ export function parseRetryAfter(v: string | null | undefined, ms?: string | null
 export function retryAfterOf(e: unknown): number | undefined {
   for (let x: any = e, i = 0; x && i < 4; x = x.cause, i++) {
     if (x instanceof UpstreamStatusError) return parseRetryAfter(x.retryAfter);
-    if (APICallError.isInstance(x)) {
+    if (isSdkError(x, 'AI_APICallError')) {
       const h = (x.responseHeaders ?? {}) as Record<string, string>;
       return parseRetryAfter(h['retry-after'], h['retry-after-ms']);
     }
@@ -193,15 +193,15 @@ export function toGatewayError(e: unknown, d?: Deadline): GatewayError {
   if (d?.timedOut()) return new GatewayError(504, 'upstream_timeout', 'The upstream provider did not answer in time.');
   if (d?.clientGone()) return new GatewayError(499, CLIENT_CLOSED, 'The client closed the request.');
   if (e instanceof UpstreamStatusError) return fromUpstreamStatus(e.status, e.body);
-  if (APICallError.isInstance(e)) {
+  if (isSdkError(e, 'AI_APICallError')) {
     if (e.statusCode) return fromUpstreamStatus(e.statusCode, e.responseBody);
     return new GatewayError(502, 'upstream_unavailable', 'The upstream provider could not be reached.');
   }
   // An error the upstream reported inside a stream it had begun (Google's {"error": …} event):
   // mapped by the status it carries, like the same error before the stream.
-  if (StreamProviderError.isInstance(e) && e.statusCode) return fromUpstreamStatus(e.statusCode, JSON.stringify({ error: { message: e.message } }));
+  if (isSdkError(e, 'AI_StreamProviderError') && e.statusCode) return fromUpstreamStatus(e.statusCode, JSON.stringify({ error: { message: e.message } }));
   const cause = (e as { cause?: unknown })?.cause;
-  if (cause && cause !== e && (APICallError.isInstance(cause) || cause instanceof UpstreamStatusError)) return toGatewayError(cause, d);
+  if (cause && cause !== e && (isSdkError(cause, 'AI_APICallError') || cause instanceof UpstreamStatusError)) return toGatewayError(cause, d);
   const name = (e as { name?: string })?.name ?? '';
   if (name === 'TimeoutError') return new GatewayError(504, 'upstream_timeout', 'The upstream provider did not answer in time.');
   if (/^AI_/.test(name)) {

@@ -2,11 +2,12 @@
 // openai-compatible slot with passthrough: false): the request is translated to an AI SDK
 // call and the result back to Chat Completions JSON or SSE.
 import { streamingResponse } from '../../../kernel/http.ts';
-import { generateText, jsonSchema, Output, streamText, type LanguageModelUsage, type ModelMessage, type ToolSet } from 'ai';
+import type { LanguageModelUsage, ModelMessage, ToolSet } from 'ai';
 import { badRequest, GatewayError } from '../../../kernel/errors.ts';
 import type { ActionContext } from '../../../kernel/service.ts';
 import { byteLength, estimateFromText, type AiCall } from '../meter.ts';
 import type { Target } from '../routing/route.ts';
+import { loadAi, type Ai } from '../sdk.ts';
 import { CLIENT_CLOSED, toGatewayError, type Deadline } from '../upstream-errors.ts';
 import type { ChatInput } from './input.ts';
 
@@ -90,7 +91,7 @@ export function toModelMessages(messages: any[]): ModelMessage[] {
   return out;
 }
 
-function toTools(tools: unknown): ToolSet | undefined {
+function toTools({ jsonSchema }: Ai, tools: unknown): ToolSet | undefined {
   if (!Array.isArray(tools) || tools.length === 0) return undefined;
   const set: ToolSet = {};
   for (const t of tools) {
@@ -108,22 +109,22 @@ function toToolChoice(c: unknown): any {
   throw badRequest('invalid_input', 'tool_choice: expected "auto", "none", "required" or a function', 'tool_choice');
 }
 
-function toOutput(rf: any): any {
+function toOutput({ jsonSchema, Output }: Ai, rf: any): any {
   if (!rf || rf.type === 'text') return undefined;
   if (rf.type === 'json_object') return Output.json();
   if (rf.type === 'json_schema' && rf.json_schema?.schema) return Output.object({ schema: jsonSchema(rf.json_schema.schema), name: rf.json_schema.name });
   throw badRequest('invalid_input', 'response_format: expected text, json_object or json_schema', 'response_format');
 }
 
-function sdkOptions(input: ChatInput) {
+function sdkOptions(ai: Ai, input: ChatInput) {
   const i = input as any;
   const stop = typeof i.stop === 'string' ? [i.stop] : Array.isArray(i.stop) ? i.stop : undefined;
   return {
     messages: toModelMessages(input.messages),
     allowSystemInMessages: true,
-    tools: toTools(i.tools),
+    tools: toTools(ai, i.tools),
     toolChoice: toToolChoice(i.tool_choice),
-    output: toOutput(i.response_format),
+    output: toOutput(ai, i.response_format),
     maxOutputTokens: input.max_completion_tokens ?? input.max_tokens ?? undefined,
     temperature: typeof i.temperature === 'number' ? i.temperature : undefined,
     topP: typeof i.top_p === 'number' ? i.top_p : undefined,
@@ -143,13 +144,14 @@ const usageJson = (u: ReturnType<typeof sdkUsage>) => ({
 /** One attempt (see routing/route.ts): returns once the answer, or a stream's first part, is in hand. */
 export async function translateAttempt(ctx: ActionContext<ChatInput>, call: AiCall, raw: Uint8Array, t: Target, d: Deadline): Promise<() => Response | Promise<Response>> {
   const { input } = ctx;
-  const opts = sdkOptions(input);
-  const model = t.adapter.languageModel(t.call, t.upstreamModel);
+  const ai = await loadAi();
+  const opts = sdkOptions(ai, input);
+  const model = await t.adapter.languageModel(t.call, t.upstreamModel);
   const id = `chatcmpl-${ctx.requestId}`;
   const created = Math.floor(Date.now() / 1000);
 
   if (input.stream !== true) {
-    const res = await generateText({ model, ...opts, abortSignal: d.signal });
+    const res = await ai.generateText({ model, ...opts, abortSignal: d.signal });
     d.clear();
     const u = sdkUsage(res.totalUsage ?? res.usage);
     const toolCalls = res.toolCalls.map((tc: any) => ({ id: tc.toolCallId, type: 'function', function: { name: tc.toolName, arguments: JSON.stringify(tc.input) } }));
@@ -181,7 +183,7 @@ export async function translateAttempt(ctx: ActionContext<ChatInput>, call: AiCa
   const enc = new TextEncoder();
   const chunk = (delta: object, finish: string | null = null, extra: object = {}) =>
     enc.encode(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: input.model, choices: [{ index: 0, delta, finish_reason: finish }], ...extra })}\n\n`);
-  const result = streamText({ model, ...opts, abortSignal: d.signal });
+  const result = ai.streamText({ model, ...opts, abortSignal: d.signal });
   const it = (result.fullStream as AsyncIterable<any>)[Symbol.asyncIterator]();
   // Wait for the upstream's first real part so that a failing upstream is retried, or gets its
   // status code (502, 504, 400), instead of a 200 stream that carries an error.

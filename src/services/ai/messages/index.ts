@@ -41,7 +41,7 @@ export async function messages(ctx: ActionContext<MessagesInput>): Promise<Respo
   const { input, gateway: gw } = ctx;
   const r = await resolveModel(gw, ctx.identity, input.model, 'messages');
   const raw = await ctx.rawBody();
-  const plan = servingPlan(gw, r.model, 'messages', () => sdkRequest(input)); // an untranslatable request is a 400 before any hold
+  const plan = await servingPlan(gw, r.model, 'messages', (ai) => sdkRequest(ai, input)); // an untranslatable request is a 400 before any hold
   const call = AiCall.start(gw, ctx.identity, r.model, 'messages', ctx.requestId, ctx.timing);
   // Claude Code asks for up to 32000 tokens: a translated model gets at most what it can write.
   const translatedMax = Math.min(input.max_tokens, r.model.maxOutputTokens ?? input.max_tokens);

@@ -1,10 +1,11 @@
 // The Messages API request as citygate checks it, and its translation to an AI SDK call for
 // upstreams that do not speak it. Only what citygate needs to route, bill and translate is
 // validated; a native upstream gets everything else as sent.
-import { jsonSchema, type ModelMessage, type ToolSet } from 'ai';
+import type { ModelMessage, ToolSet } from 'ai';
 import { z } from 'zod';
 import { badRequest } from '../../../kernel/errors.ts';
 import type { SdkRequest } from '../sdk-call.ts';
+import type { Ai } from '../sdk.ts';
 
 const block = z.object({ type: z.string() }).loose();
 const content = z.union([z.string(), z.array(block)]);
@@ -106,7 +107,7 @@ export function toModelMessages(input: Pick<MessagesInput, 'system' | 'messages'
   return out;
 }
 
-function toTools(tools: MessagesInput['tools']): ToolSet | undefined {
+function toTools({ jsonSchema }: Ai, tools: MessagesInput['tools']): ToolSet | undefined {
   if (!tools?.length) return undefined;
   const set: ToolSet = {};
   tools.forEach((t: any, i) => {
@@ -128,10 +129,11 @@ function toToolChoice(c: MessagesInput['tool_choice']): any {
   return c.type;
 }
 
-export function sdkRequest(input: MessagesInput): SdkRequest {
+/** The AI SDK call for a Messages request (`ai`: the loaded SDK, whose jsonSchema wraps the tools' schemas). */
+export function sdkRequest(ai: Ai, input: MessagesInput): SdkRequest {
   return {
     messages: toModelMessages(input),
-    tools: toTools(input.tools),
+    tools: toTools(ai, input.tools),
     toolChoice: toToolChoice(input.tool_choice),
     maxOutputTokens: input.max_tokens,
     temperature: input.temperature,

@@ -1,13 +1,15 @@
 // Google Gemini through the AI SDK; chat/completions requests are translated.
-import { createGoogleGenerativeAI } from '@ai-sdk/google';
-import type { ProviderAdapter } from './types.ts';
+import { once } from '../sdk.ts';
+import type { ProviderAdapter, ProviderCall } from './types.ts';
+
+const load = once(() => import('@ai-sdk/google'));
+const sdk = async (c: ProviderCall) =>
+  (await load()).createGoogleGenerativeAI({ baseURL: c.provider.baseUrl, apiKey: c.provider.apiKey, fetch: c.http.fetch });
 
 export const googleAdapter: ProviderAdapter = {
   kind: 'google',
   chatCompletionsUrl: () => null,
   authHeaders: (p) => ({ 'x-goog-api-key': p.apiKey }),
-  languageModel: (c, id) =>
-    createGoogleGenerativeAI({ baseURL: c.provider.baseUrl, apiKey: c.provider.apiKey, fetch: c.http.fetch })(id),
-  embeddingModel: (c, id) =>
-    createGoogleGenerativeAI({ baseURL: c.provider.baseUrl, apiKey: c.provider.apiKey, fetch: c.http.fetch }).embedding(id),
+  languageModel: async (c, id) => (await sdk(c))(id),
+  embeddingModel: async (c, id) => (await sdk(c)).embedding(id),
 };

@@ -1,12 +1,13 @@
 // OpenAI: chat/completions pass-through, text through the AI SDK's Chat Completions model,
 // images, speech and transcriptions through the AI SDK, and video (which the AI SDK's OpenAI
 // provider does not cover) through the Videos API directly.
-import { createOpenAI } from '@ai-sdk/openai';
+import { once } from '../sdk.ts';
 import { UpstreamStatusError } from '../upstream-errors.ts';
 import type { ProviderAdapter, ProviderCall, VideoApi } from './types.ts';
 
-const sdk = (c: ProviderCall) =>
-  createOpenAI({ baseURL: c.provider.baseUrl, apiKey: c.provider.apiKey, fetch: c.http.fetch, name: c.provider.slot.id });
+const load = once(() => import('@ai-sdk/openai'));
+const sdk = async (c: ProviderCall) =>
+  (await load()).createOpenAI({ baseURL: c.provider.baseUrl, apiKey: c.provider.apiKey, fetch: c.http.fetch, name: c.provider.slot.id });
 
 async function openaiJson(c: ProviderCall, method: 'GET' | 'POST', path: string, body?: unknown, signal?: AbortSignal): Promise<any> {
   const res = await c.http.request({
@@ -60,10 +61,10 @@ export const openaiAdapter: ProviderAdapter = {
   chatCompletionsUrl: (p) => `${p.baseUrl}/chat/completions`,
   authHeaders: (p) => ({ authorization: `Bearer ${p.apiKey}` }),
   nativeUrl: (p, api) => (api === 'embeddings' || api === 'responses' ? `${p.baseUrl}/${api}` : null),
-  languageModel: (c, id) => sdk(c).chat(id),
-  embeddingModel: (c, id) => sdk(c).embedding(id),
-  imageModel: (c, id) => sdk(c).image(id),
-  speechModel: (c, id) => sdk(c).speech(id),
-  transcriptionModel: (c, id) => sdk(c).transcription(id),
+  languageModel: async (c, id) => (await sdk(c)).chat(id),
+  embeddingModel: async (c, id) => (await sdk(c)).embedding(id),
+  imageModel: async (c, id) => (await sdk(c)).image(id),
+  speechModel: async (c, id) => (await sdk(c)).speech(id),
+  transcriptionModel: async (c, id) => (await sdk(c)).transcription(id),
   video,
 };

@@ -34,10 +34,11 @@ export interface ProviderAdapter {
   authHeaders(p: ResolvedProvider): Record<string, string>;
   /** URL of the upstream's own endpoint for a client API it speaks natively, or null. */
   nativeUrl?(p: ResolvedProvider, api: NativeApi): string | null;
-  languageModel(c: ProviderCall, upstreamId: string): LanguageModel;
-  embeddingModel?(c: ProviderCall, upstreamId: string): EmbeddingModel;
-  imageModel?(c: ProviderCall, upstreamId: string): ImageModel;
-  speechModel?(c: ProviderCall, upstreamId: string): SpeechModel;
-  transcriptionModel?(c: ProviderCall, upstreamId: string): TranscriptionModel;
+  // The AI SDK models: async, as the provider's package is loaded when first needed (../sdk.ts).
+  languageModel(c: ProviderCall, upstreamId: string): Promise<LanguageModel>;
+  embeddingModel?(c: ProviderCall, upstreamId: string): Promise<EmbeddingModel>;
+  imageModel?(c: ProviderCall, upstreamId: string): Promise<ImageModel>;
+  speechModel?(c: ProviderCall, upstreamId: string): Promise<SpeechModel>;
+  transcriptionModel?(c: ProviderCall, upstreamId: string): Promise<TranscriptionModel>;
   video?: VideoApi;
 }

@@ -22,7 +22,7 @@ export async function responses(ctx: ActionContext<ResponsesInput>): Promise<Res
   const { input, gateway: gw } = ctx;
   const r = await resolveModel(gw, ctx.identity, input.model, 'responses');
   const raw = await ctx.rawBody();
-  const plan = servingPlan(gw, r.model, 'responses', () => sdkRequest(input)); // an untranslatable request is a 400 before any hold
+  const plan = await servingPlan(gw, r.model, 'responses', (ai) => sdkRequest(ai, input)); // an untranslatable request is a 400 before any hold
   const call = AiCall.start(gw, ctx.identity, r.model, 'responses', ctx.requestId, ctx.timing);
   await call.reserve({ input_tokens: raw.byteLength, output_tokens: maxOutputOf(r.model, input.max_output_tokens) });
   const stream = input.stream === true;

@@ -1,10 +1,11 @@
 // The Responses API request as citygate checks it, and its translation to an AI SDK call for
 // upstreams that do not speak it. citygate keeps no responses: what would need stored state
 // (previous_response_id, store: true, conversation, background) is a clear 400.
-import { jsonSchema, Output, type ModelMessage, type ToolSet } from 'ai';
+import type { ModelMessage, ToolSet } from 'ai';
 import { z } from 'zod';
 import { badRequest } from '../../../kernel/errors.ts';
 import type { SdkRequest } from '../sdk-call.ts';
+import type { Ai } from '../sdk.ts';
 
 const STATELESS = 'citygate keeps no responses: send the whole conversation in `input` (store: false or no store)';
 
@@ -113,7 +114,7 @@ export function toModelMessages(input: ResponsesInput): ModelMessage[] {
   return out;
 }
 
-function toTools(tools: ResponsesInput['tools']): ToolSet | undefined {
+function toTools({ jsonSchema }: Ai, tools: ResponsesInput['tools']): ToolSet | undefined {
   if (!tools?.length) return undefined;
   const set: ToolSet = {};
   tools.forEach((t: Item, i) => {
@@ -131,7 +132,7 @@ function toToolChoice(c: ResponsesInput['tool_choice']): any {
   throw badRequest('invalid_input', 'tool_choice: expected "auto", "none", "required" or {type: "function", name}', 'tool_choice');
 }
 
-function toOutput(text: ResponsesInput['text']): any {
+function toOutput({ jsonSchema, Output }: Ai, text: ResponsesInput['text']): any {
   const f = text?.format as Item | undefined;
   if (!f || f.type === 'text') return undefined;
   if (f.type === 'json_object') return Output.json();
@@ -139,12 +140,13 @@ function toOutput(text: ResponsesInput['text']): any {
   throw badRequest('invalid_input', 'text.format: expected text, json_object or json_schema', 'text.format');
 }
 
-export function sdkRequest(input: ResponsesInput): SdkRequest {
+/** The AI SDK call for a Responses request (`ai`: the loaded SDK, for jsonSchema and Output). */
+export function sdkRequest(ai: Ai, input: ResponsesInput): SdkRequest {
   return {
     messages: toModelMessages(input),
-    tools: toTools(input.tools),
+    tools: toTools(ai, input.tools),
     toolChoice: toToolChoice(input.tool_choice),
-    output: toOutput(input.text),
+    output: toOutput(ai, input.text),
     maxOutputTokens: input.max_output_tokens ?? undefined,
     temperature: input.temperature ?? undefined,
     topP: input.top_p ?? undefined,
