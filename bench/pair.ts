@@ -5,9 +5,11 @@
 // prints, per mode, the median CPU µs per call of each target, the median of the paired
 // differences, and the median req/s of each.
 //
-// Env: PAIR (two citygate targets of bench/targets.ts), PAIR_ROUNDS (default 10), PAIR_SECONDS
-// (per window, default 3), BENCH_CONNECTIONS (default 32), BENCH_MODES (default json,stream).
-// Linux only (/proc).
+// Env: PAIR (two citygate targets of bench/targets.ts; the same one twice is fine), PAIR_ROUNDS
+// (default 10), PAIR_SECONDS (per window, default 3), BENCH_CONNECTIONS (default 32), BENCH_MODES
+// (default json,stream); PAIR_A_ENV / PAIR_B_ENV: space-separated NAME=value set while that
+// server starts, e.g. PAIR_B_ENV="BENCH_CITYGATE_ROOT=/path/to/other/checkout" (two versions of
+// the code) or "BENCH_CITYGATE_NODE_ARGS=--max-semi-space-size=16" (node flags). Linux only (/proc).
 import { rmSync } from "node:fs";
 import { chatBodies } from "./chat-bodies.ts";
 import { runLoad } from "./load.ts";
@@ -44,8 +46,14 @@ async function window(t: RunningTarget, mode: "json" | "stream", sec: number): P
 
 const stub = await startStubProcess();
 const running: RunningTarget[] = [];
-for (const t of targets) {
+for (const [i, t] of targets.entries()) {
+  const saved = { ...process.env };
+  for (const kv of (process.env[i === 0 ? "PAIR_A_ENV" : "PAIR_B_ENV"] ?? "").split(" ").filter(Boolean)) {
+    const at = kv.indexOf("=");
+    process.env[kv.slice(0, at)] = kv.slice(at + 1);
+  }
   const r = await t!.start({ stub, model });
+  process.env = saved;
   if ("skipped" in r) throw new Error(r.skipped);
   running.push(r);
 }

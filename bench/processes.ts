@@ -2,7 +2,7 @@
 // process, on the same Node as the harness (process.execPath), so none shares the load
 // generator's event loop.
 import { execFileSync, fork, spawn, type ChildProcess } from "node:child_process";
-import { closeSync, mkdtempSync, openSync, readFileSync, readSync, fstatSync } from "node:fs";
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readSync, fstatSync } from "node:fs";
 import { createServer } from "node:net";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -95,7 +95,9 @@ export async function spawnServer(opts: SpawnOptions): Promise<ServerProcess> {
   const env = { ...process.env, ...opts.env };
   // Output goes straight to a file: a chatty server (request logs) must not cost the load
   // generator, which runs in this process, any CPU.
-  const logPath = join(logDirectory(), `${opts.name}.log`);
+  // (a second server of the same name, as in a paired run, gets its own file)
+  let logPath = join(logDirectory(), `${opts.name}.log`);
+  for (let n = 2; existsSync(logPath); n++) logPath = join(logDirectory(), `${opts.name}-${n}.log`);
   const out = openSync(logPath, "w");
   const child = opts.ipc
     ? fork(opts.args[0], opts.args.slice(1), { execPath: process.execPath, execArgv: opts.nodeArgs ?? [], env, cwd: opts.cwd, stdio: ["ignore", out, out, "ipc"] })

@@ -76,7 +76,8 @@ export const direct: Target = {
 // exactly the sum of the usage records' credits. `citygate-free` is the same server with the
 // model unpriced and the user unfunded: no hold, no settle.
 
-const CITYGATE_ENTRY = join(REPO_ROOT, "src/cli/main.ts");
+/** citygate's entry: this checkout's, or BENCH_CITYGATE_ROOT's (another checkout, for A/B runs), read when a target starts. */
+const citygateEntry = () => join(process.env.BENCH_CITYGATE_ROOT ?? REPO_ROOT, "src/cli/main.ts");
 const CITYGATE_CHAT_PATH = "/v1/ai/chat/completions";
 const CITYGATE_READY_PATH = "/health";
 /** The charged target's price: gpt-4o-mini's list price in credits (1 USD = 1,000,000). */
@@ -166,7 +167,7 @@ function citygateTarget(name: string, charged: boolean, limited = false, upstrea
       (limited ? `, rate limits on (${Object.keys(benchLimits()).join(", ")})` : "") +
       (upstreams > 1 ? `, ${upstreams} upstreams for the model (routing picks by weight)` : ""),
     async start({ stub, model }) {
-      if (!existsSync(CITYGATE_ENTRY)) {
+      if (!existsSync(citygateEntry())) {
         return { skipped: "src/cli/main.ts does not exist yet; the citygate target is a hook in bench/targets.ts" };
       }
       const dir = mkdtempSync(join(tmpdir(), "citygate-bench-"));
@@ -180,7 +181,7 @@ function citygateTarget(name: string, charged: boolean, limited = false, upstrea
       const proc = await spawnServer({
         name,
         gateway: true,
-        args: [CITYGATE_ENTRY, "serve"],
+        args: [citygateEntry(), "serve"],
         // BENCH_CITYGATE_NODE_ARGS="--cpu-prof --cpu-prof-dir=/tmp/p": node flags for the citygate process only
         nodeArgs: process.env.BENCH_CITYGATE_NODE_ARGS?.split(" ").filter(Boolean),
         cwd: dir,
