@@ -3,10 +3,11 @@
 // first), and profiles only the measured window through the DevTools protocol, so the boot (module
 // compilation, migrations) stays out of the figures, unlike `--cpu-prof`. Prints the top functions
 // and files by self time (PROFILE=cpu) or by bytes allocated per request (PROFILE=alloc: V8's
-// sampling heap profiler, with the objects already collected counted in), and writes the raw
-// profile for DevTools.
+// sampling heap profiler, with the objects already collected counted in; PROFILE=promoted: only
+// the objects that outlived a young collection, what makes full collections), and writes the
+// raw profile for DevTools.
 //
-// Env: PROFILE (cpu | alloc, default cpu), CPU_TARGET (a citygate target, default citygate-free),
+// Env: PROFILE (cpu | alloc | promoted, default cpu), CPU_TARGET (a citygate target, default citygate-free),
 // BENCH_MODES (one mode: json or stream, default json), BENCH_DURATION (s, default 8),
 // BENCH_CONNECTIONS (default 32), PROFILE_TOP (rows, default 40), PROFILE_OUT (file written).
 import { writeFileSync } from "node:fs";
@@ -19,7 +20,7 @@ import { TARGETS } from "./targets.ts";
 type CallFrame = { functionName: string; url: string; lineNumber: number };
 type Ranked = Map<string, number>;
 
-const kind = process.env.PROFILE === "alloc" ? "alloc" : "cpu";
+const kind = process.env.PROFILE === "alloc" || process.env.PROFILE === "promoted" ? process.env.PROFILE : "cpu";
 const mode = (process.env.BENCH_MODES ?? "json") as "json" | "stream";
 const durationSec = Number(process.env.BENCH_DURATION ?? 8);
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 32);
@@ -47,7 +48,8 @@ if (kind === "cpu") {
   profile = (await inspector.send("Profiler.stop")).profile;
 } else {
   await inspector.send("HeapProfiler.enable");
-  await inspector.send("HeapProfiler.startSampling", { samplingInterval: 1024, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
+  // promoted: only what outlived young collections (copied to the old generation, or still alive)
+  await inspector.send("HeapProfiler.startSampling", { samplingInterval: 1024, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: kind === "alloc" });
   requests = (await runLoad({ ...load, durationSec })).ok;
   profile = (await inspector.send("HeapProfiler.stopSampling")).profile;
 }

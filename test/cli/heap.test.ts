@@ -1,5 +1,5 @@
 // `citygate serve` runs with a young generation sized for a gateway (src/cli/heap.ts): it
-// re-executes itself with --max-semi-space-size=8, MALLOC_ARENA_MAX=2 and a compile cache — the same process,
+// re-executes itself with --max-semi-space-size=8, --no-allocation-site-pretenuring, MALLOC_ARENA_MAX=2 and a compile cache — the same process,
 // which still answers and stops gracefully — unless the operator gave a value of their own or
 // CITYGATE_HEAP_TUNING=0.
 import assert from 'node:assert/strict';
@@ -13,9 +13,9 @@ const MAIN = resolve(import.meta.dirname, '../../src/cli/main.ts');
 const linux = process.platform === 'linux';
 
 /** Starts `serve`, returns its node flags as the OS sees them (/proc/<pid>/cmdline), then stops it with SIGTERM. */
-async function serveFlags(env: Record<string, string>): Promise<{ flags: string[]; environ: string[]; health: number; exitCode: number | null }> {
+async function serveFlags(env: Record<string, string>, nodeArgs: string[] = []): Promise<{ flags: string[]; environ: string[]; health: number; exitCode: number | null }> {
   const dir = tempDir('citygate-heap-');
-  const child = spawn(process.execPath, [MAIN, 'serve'], {
+  const child = spawn(process.execPath, [...nodeArgs, MAIN, 'serve'], {
     cwd: dir,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, HOST: '127.0.0.1', PORT: '0', DATABASE_PATH: join(dir, 'citygate.sqlite'), ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
@@ -48,7 +48,15 @@ test('serve runs with a bounded young generation, in the process that was starte
   const r = await serveFlags({});
   assert.equal(r.health, 200);
   assert.ok(r.flags.includes('--max-semi-space-size=8'), `node flags: ${JSON.stringify(r.flags)}`);
+  assert.ok(r.flags.includes('--no-allocation-site-pretenuring'), `node flags: ${JSON.stringify(r.flags)}`);
   assert.ok(r.environ.includes('MALLOC_ARENA_MAX=2'));
+  assert.equal(r.exitCode, 0);
+});
+
+test("an operator's own pretenuring choice (on the node command line) wins: only the young generation is sized", { skip: !linux && '/proc is Linux-only' }, async () => {
+  const r = await serveFlags({}, ['--allocation-site-pretenuring']);
+  assert.equal(r.health, 200);
+  assert.deepEqual(r.flags, ['--max-semi-space-size=8', '--allocation-site-pretenuring']);
   assert.equal(r.exitCode, 0);
 });
 
