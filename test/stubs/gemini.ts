@@ -42,6 +42,7 @@
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { readJsonBody } from './http.ts';
+import { unitVector } from './vector.ts';
 
 export type GeminiRequest = { method: string; path: string; query: Record<string, string>; headers: IncomingHttpHeaders; body: any };
 
@@ -138,21 +139,8 @@ function plan(body: any): Plan {
   return { parts: [{ text }], finishReason, output: words(text).length };
 }
 
-/** The stub's embedding of a text: a deterministic unit vector of float32 values. */
-export function geminiVector(text: string, dims: number): number[] {
-  let h = 0x9e3779b9;
-  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193);
-  const v: number[] = [];
-  let norm = 0;
-  for (let i = 0; i < dims; i++) {
-    h = Math.imul(h ^ (h >>> 13), 0x5bd1e995) ^ i;
-    const x = ((h >>> 0) % 1999) / 999 - 1;
-    v.push(x);
-    norm += x * x;
-  }
-  const n = Math.sqrt(norm) || 1;
-  return Array.from(new Float32Array(v.map((x) => x / n)));
-}
+/** The stub's embedding of a text: a deterministic unit vector of float32 values (not the OpenAI stub's). */
+export const geminiVector = (text: string, dims: number): number[] => unitVector(text, dims, 0x9e3779b9);
 
 export async function startGeminiStub(opts: { apiKey?: string } = {}): Promise<GeminiStub> {
   const apiKey = opts.apiKey ?? 'gemini-stub-key';

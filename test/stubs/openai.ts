@@ -85,6 +85,7 @@ import {
   type StubError,
 } from "./openai-errors.ts";
 import { MP4_BYTES, PNG_BYTES, SPEECH_FORMATS } from "./openai-media.ts";
+import { unitVector } from "./vector.ts";
 
 export type OpenAIStubOptions = {
   /** The key clients must send as `Authorization: Bearer <apiKey>`. Default "sk-stub". */
@@ -796,17 +797,4 @@ export async function startOpenAIStub(opts: OpenAIStubOptions = {}): Promise<Ope
 export { countWords, promptTokens, words, messageText } from "./openai-chat.ts";
 
 /** The stub's embedding of a text: a deterministic unit vector (float32-exact values). */
-export function stubVector(text: string, dims: number): number[] {
-  let h = 2166136261;
-  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 16777619);
-  const v: number[] = [];
-  let norm = 0;
-  for (let i = 0; i < dims; i++) {
-    h = Math.imul(h ^ (h >>> 15), 2246822507) ^ i;
-    const x = ((h >>> 0) % 2001) / 1000 - 1;
-    v.push(x);
-    norm += x * x;
-  }
-  const n = Math.sqrt(norm) || 1;
-  return Array.from(new Float32Array(v.map((x) => x / n)));
-}
+export const stubVector = (text: string, dims: number): number[] => unitVector(text, dims, 2166136261);
