@@ -14,13 +14,12 @@ import { chatBodies } from "./chat-bodies.ts";
 import { runLoad } from "./load.ts";
 import { cpuTicks, logDirectory, memoryOf } from "./processes.ts";
 import { startStubProcess } from "./stub.ts";
-import { TARGETS } from "./targets.ts";
+import { measuredTarget } from "./targets.ts";
 
 const durationSec = Number(process.env.BENCH_DURATION ?? 5);
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const modes = (process.env.BENCH_MODES ?? "json,stream").split(",") as ("json" | "stream")[];
-const target = TARGETS.find((t) => t.name === (process.env.CPU_TARGET ?? "citygate-free") && (t.name.startsWith("citygate") || t.name === "bare"));
-if (!target) throw new Error(`CPU_TARGET must name a citygate target of bench/targets.ts, or bare`);
+const target = measuredTarget(process.env.CPU_TARGET ?? "citygate-free", "CPU_TARGET", { bare: true });
 const model = "gpt-4o-mini";
 const BODIES = chatBodies(model);
 const TICK_US = 1e6 / 100; // USER_HZ

@@ -15,11 +15,11 @@ import { chatBodies } from "./chat-bodies.ts";
 import { runLoad } from "./load.ts";
 import { cpuTicks, logDirectory } from "./processes.ts";
 import { startStubProcess } from "./stub.ts";
-import { TARGETS, type RunningTarget } from "./targets.ts";
+import { measuredTarget, type RunningTarget } from "./targets.ts";
 
 const names = (process.env.PAIR ?? "citygate-free,citygate-free-limited").split(",");
-const targets = names.map((n) => TARGETS.find((t) => t.name === n && t.name.startsWith("citygate")));
-if (targets.length !== 2 || targets.some((t) => !t)) throw new Error("PAIR must name two citygate targets of bench/targets.ts");
+if (names.length !== 2) throw new Error("PAIR must name two citygate targets of bench/targets.ts");
+const targets = names.map((n) => measuredTarget(n, "PAIR"));
 const rounds = Number(process.env.PAIR_ROUNDS ?? 10);
 const seconds = Number(process.env.PAIR_SECONDS ?? 3);
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 32);
@@ -52,7 +52,7 @@ for (const [i, t] of targets.entries()) {
     const at = kv.indexOf("=");
     process.env[kv.slice(0, at)] = kv.slice(at + 1);
   }
-  const r = await t!.start({ stub, model });
+  const r = await t.start({ stub, model });
   process.env = saved;
   if ("skipped" in r) throw new Error(r.skipped);
   running.push(r);

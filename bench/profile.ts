@@ -15,7 +15,7 @@ import { chatBodies } from "./chat-bodies.ts";
 import { runLoad } from "./load.ts";
 import { freePort } from "./processes.ts";
 import { startStubProcess } from "./stub.ts";
-import { TARGETS } from "./targets.ts";
+import { measuredTarget } from "./targets.ts";
 
 type CallFrame = { functionName: string; url: string; lineNumber: number };
 type Ranked = Map<string, number>;
@@ -26,8 +26,7 @@ const durationSec = Number(process.env.BENCH_DURATION ?? 8);
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const top = Number(process.env.PROFILE_TOP ?? 40);
 const out = process.env.PROFILE_OUT ?? `/tmp/citygate-${mode}.${kind === "cpu" ? "cpuprofile" : "heapprofile"}`;
-const target = TARGETS.find((t) => t.name === (process.env.CPU_TARGET ?? "citygate-free") && t.name.startsWith("citygate"));
-if (!target) throw new Error("CPU_TARGET must name a citygate target of bench/targets.ts");
+const target = measuredTarget(process.env.CPU_TARGET ?? "citygate-free", "CPU_TARGET");
 
 const port = await freePort();
 process.env.BENCH_CITYGATE_NODE_ARGS = `${process.env.BENCH_CITYGATE_NODE_ARGS ?? ""} --inspect=127.0.0.1:${port}`.trim();

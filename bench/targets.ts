@@ -320,6 +320,16 @@ export const portkey: Target = {
 
 export const TARGETS: Target[] = [direct, bare, citygate, citygateFree, citygateLimited, citygateFreeLimited, citygate3, portkey];
 
+/**
+ * A citygate target by name, for the tools that measure one server process (cpu.ts, pair.ts,
+ * profile.ts); `bare` too where the tool allows it. Throws, naming the setting, otherwise.
+ */
+export function measuredTarget(name: string, setting: string, opts: { bare?: boolean } = {}): Target {
+  const t = TARGETS.find((x) => x.name === name && (x.name.startsWith("citygate") || (opts.bare && x.name === "bare")));
+  if (!t) throw new Error(`${setting} must name a citygate target of bench/targets.ts${opts.bare ? ", or bare" : ""} (got '${name}')`);
+  return t;
+}
+
 async function getJson<T>(url: string, bearer: string): Promise<T> {
   const res = await fetch(url, { headers: { authorization: `Bearer ${bearer}` } });
   const text = await res.text();
