@@ -1,13 +1,13 @@
 // chat/completions, text and stream, seen through real clients: the openai package and the
 // AI SDK, against citygate in front of the stub OpenAI upstream.
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
-import { generateText, readUIMessageStream, streamText, parseJsonEventStream, uiMessageChunkSchema, type UIMessage } from 'ai';
+import { generateText, streamText } from 'ai';
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { call, client, errorOf } from '../helpers/http.ts';
 import { until } from '../helpers/wait.ts';
-import { startAiWorld, type AiWorld } from './setup.ts';
+import { lastUIMessage, startAiWorld, type AiWorld } from './setup.ts';
 
 let w: AiWorld;
 let openai: OpenAI;
@@ -138,16 +138,7 @@ describe('the AI SDK', () => {
     });
     assert.equal(res.status, 200);
     assert.equal(res.headers.get('x-vercel-ai-ui-message-stream'), 'v1');
-    const chunks = parseJsonEventStream({ stream: res.body!, schema: uiMessageChunkSchema }).pipeThrough(
-      new TransformStream({
-        transform(r, c) {
-          if (!r.success) throw r.error;
-          c.enqueue(r.value);
-        },
-      }),
-    );
-    let last: UIMessage | undefined;
-    for await (const m of readUIMessageStream({ stream: chunks as any })) last = m;
+    const last = await lastUIMessage(res.body!);
     assert.ok(last);
     assert.equal(last.role, 'assistant');
     const text = last.parts.filter((p) => p.type === 'text').map((p: any) => p.text).join('');

@@ -3,7 +3,6 @@
 // streamGenerateContent (SSE), citygate's own text and stream actions, embeddings through
 // embedMany (batchEmbedContents), each charged exactly what it used; and an upstream that
 // refuses citygate's key, which is the gateway's problem (502), not the caller's.
-import { parseJsonEventStream, readUIMessageStream, uiMessageChunkSchema, type UIMessage } from 'ai';
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -14,7 +13,7 @@ import { client, errorOf } from '../helpers/http.ts';
 import { until } from '../helpers/wait.ts';
 import { geminiVector, startGeminiStub, type GeminiStub } from '../stubs/gemini.ts';
 import { PRICE } from './apis-setup.ts';
-import { chargedOnce, RICH_USERS, tokenFor } from './setup.ts';
+import { chargedOnce, lastUIMessage, RICH_USERS, tokenFor } from './setup.ts';
 
 // Gemini models are configured the documented way (docs/ai.md): a provider of kind 'google'
 // in citygate.config.ts, its key and base URL from the env.
@@ -155,16 +154,7 @@ describe('citygate’s own text actions on a Gemini model', () => {
 
     const res = await fetch(`${gw.url}/v1/ai/stream`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'flash', prompt: 'tell me' }) });
     assert.equal(res.status, 200);
-    const chunks = parseJsonEventStream({ stream: res.body!, schema: uiMessageChunkSchema }).pipeThrough(
-      new TransformStream({
-        transform(x, c) {
-          if (!x.success) throw x.error;
-          c.enqueue(x.value);
-        },
-      }),
-    );
-    let last: UIMessage | undefined;
-    for await (const m of readUIMessageStream({ stream: chunks as any })) last = m;
+    const last = await lastUIMessage(res.body!);
     assert.equal(last?.parts.filter((p) => p.type === 'text').map((p: any) => p.text).join(''), 'Hello from gemini stub: tell me');
     assert.deepEqual((last?.metadata as any).usage, { input_tokens: 3, output_tokens: 6, cached_tokens: 0, total_tokens: 9 });
     const { records } = await chargedOnce(gw.url, token, start, cost(4, 6) + cost(3, 6), { records: 2 });

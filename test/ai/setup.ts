@@ -1,5 +1,6 @@
 // Shared setup of the ai tests: one stub OpenAI upstream, one citygate pointed at it (text
 // provider slot and OpenAI slot), two cities with a user each.
+import { parseJsonEventStream, readUIMessageStream, uiMessageChunkSchema, type UIMessage } from 'ai';
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -145,4 +146,19 @@ export async function chargedOnce(base: string, token: string, start: number, wa
   const later = await read();
   assert.deepEqual([later.balance, later.charged, later.records.length], [s.balance, s.charged, s.records.length], 'charged once: nothing more landed');
   return { records: s.records, ledger: s.ledger };
+}
+
+/** The last UI message a /v1/ai/stream answer assembles to, read as the AI SDK's client reads it (every chunk checked against its schema). */
+export async function lastUIMessage(body: ReadableStream<Uint8Array>): Promise<UIMessage | undefined> {
+  const chunks = parseJsonEventStream({ stream: body, schema: uiMessageChunkSchema }).pipeThrough(
+    new TransformStream({
+      transform(r, c) {
+        if (!r.success) throw r.error;
+        c.enqueue(r.value);
+      },
+    }),
+  );
+  let last: UIMessage | undefined;
+  for await (const m of readUIMessageStream({ stream: chunks as any })) last = m;
+  return last;
 }
