@@ -8,6 +8,12 @@ const QUOTE = 34;
 const BACKSLASH = 92;
 const isSpace = (c: number) => c === 32 || c === 9 || c === 13 || c === 10;
 
+/** The index of the first byte at or after `i` that is not JSON whitespace. */
+function skipSpace(b: Uint8Array, i: number): number {
+  while (i < b.length && isSpace(b[i])) i++;
+  return i;
+}
+
 /** Index of the quote that opens the string whose closing quote is at `close`, or -1. */
 function stringStart(b: Uint8Array, close: number): number {
   // (lastIndexOf counts a negative start from the end: never pass one)
@@ -33,8 +39,7 @@ function isKey(b: Uint8Array, from: number, to: number, key: string): boolean {
  * not validate the rest of the answer.
  */
 export function topLevelObjectMember(b: Uint8Array, key: string): Uint8Array | null {
-  let start = 0;
-  while (start < b.length && isSpace(b[start])) start++;
+  const start = skipSpace(b, 0);
   let i = b.length - 1;
   while (i > start && isSpace(b[i])) i--;
   if (b[start] !== 123 /* { */ || b[i] !== 125 /* } */ || i === start) return null;
@@ -47,11 +52,9 @@ export function topLevelObjectMember(b: Uint8Array, key: string): Uint8Array | n
       if (open <= start) return null;
       if (depth === 1) {
         // A string at depth 1 is a key or a value; a key is followed by ':'.
-        let k = i + 1;
-        while (isSpace(b[k])) k++;
+        let k = skipSpace(b, i + 1);
         if (b[k] === 58 /* : */ && isKey(b, open + 1, i, key)) {
-          k++;
-          while (isSpace(b[k])) k++;
+          k = skipSpace(b, k + 1);
           if (b[k] !== 123 || valueEnd === -1) return null; // its value is not an object
           return b.subarray(k, valueEnd + 1);
         }
@@ -102,11 +105,6 @@ function counted(b: Uint8Array, from: number, to: number, level: number): number
     if (isKey(b, from, to, 'prompt_tokens_details')) return DETAILS;
   } else if (level === 2 && isKey(b, from, to, 'cached_tokens')) return CACHED;
   return 0;
-}
-
-function skipSpace(b: Uint8Array, i: number): number {
-  while (i < b.length && isSpace(b[i])) i++;
-  return i;
 }
 
 /** Reads the object at b[i] ('{'), filling `r` at levels 1 and 2; the index past it, or -1. */
