@@ -22,6 +22,7 @@ COPY bin ./bin
 COPY --from=console /app/console/dist ./console/dist
 VOLUME ["/data"]
 EXPOSE 43127
+# ready: the process takes traffic (its database reachable, not draining); see README, Health
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s \
-  CMD node -e "fetch('http://127.0.0.1:'+process.env.PORT+'/health').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
+  CMD node -e "fetch('http://127.0.0.1:'+process.env.PORT+'/health/ready').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
 CMD ["node", "src/cli/main.ts", "serve"]

@@ -6,7 +6,7 @@ import { openNodeSqlite } from '../src/db/dialects/node-sqlite.ts';
 import { createGateway } from '../src/kernel/gateway.ts';
 import { route } from '../src/services/ai/routing/route.ts';
 import { upstreamTableOf } from '../src/services/ai/routing/upstreams.ts';
-import { findModel } from '../src/services/ai/resolve.ts';
+import { findModel } from '../src/services/ai/catalog/resolve.ts';
 import { selectServices } from '../src/services/index.ts';
 import { installNodeMetrics } from '../src/runtimes/node/metrics.ts';
 

@@ -86,11 +86,15 @@ export interface Page<T> { items: T[]; next_cursor: string | null }
 export interface UsageRecord {
   usage_id: string; request_id: string; city_id: string | null; user_id: string | null; model: string; mode: string;
   status: string; error_code: string | null; input_tokens: number; output_tokens: number; cached_tokens: number;
+  cache_write_tokens?: number; cache_write_1h_tokens?: number; note?: string | null;
   images: number; seconds: number; credits: number; duration_ms: number; overhead_ms?: number | null; created_at: string; estimated?: boolean;
+  /** The cost at the base price and credits − that (the city's margin); the alias asked for. */
+  base_credits?: number; margin_credits?: number; alias?: string | null;
 }
 export interface StatsRow {
   day?: string; city_id?: string | null; model?: string; calls: number; errors: number; input_tokens: number; output_tokens: number;
-  cached_tokens: number; credits: number; usd: number; overhead_p50_ms: number | null; overhead_p99_ms: number | null;
+  cached_tokens: number; cache_write_tokens?: number; credits: number; usd: number; overhead_p50_ms: number | null; overhead_p99_ms: number | null;
+  base_credits?: number; margin_credits?: number;
 }
 export interface Stats { from: string; to: string; group: string[]; items: StatsRow[]; totals: StatsRow; overhead_sample: { records: number; complete: boolean } }
 export interface Who { kind: 'admin' | 'bureau'; city: City | null }

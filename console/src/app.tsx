@@ -15,6 +15,7 @@ import { Models } from './pages/models.tsx';
 import { Env } from './pages/env.tsx';
 import { Bureaus } from './pages/bureaus.tsx';
 import { Playground } from './pages/playground.tsx';
+import { Webhooks } from './pages/webhooks.tsx';
 
 export const WhoContext = createContext<Who>({ kind: 'admin', city: null });
 export const useWho = () => useContext(WhoContext);
@@ -35,6 +36,7 @@ const PAGES: PageDef[] = [
   { id: 'models', title: 'Models', view: Models },
   { id: 'env', title: 'Env', admin: true, view: Env },
   { id: 'bureaus', title: 'Bureaus', admin: true, view: Bureaus },
+  { id: 'webhooks', title: 'Webhooks', view: Webhooks },
   { id: 'playground', title: 'Playground', view: Playground },
 ];
 

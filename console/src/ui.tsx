@@ -159,6 +159,27 @@ export function useAction() {
   return { busy, error, run, setError };
 }
 
+/** The last error names this field (its `param`, up to the first dot): mark the input invalid. */
+export const invalidIn = (error: unknown) => (k: string) => (error instanceof ApiError && error.param?.split('.')[0] === k ? true : undefined);
+
+type StringKeys<F> = { [K in keyof F]: F[K] extends string ? K : never }[keyof F] & string;
+
+/**
+ * A form's text inputs: `input(key, label)` renders a labelled input bound to `f[key]` (ids
+ * prefixed with `prefix`, so two forms on a page never share one), marked invalid when the last
+ * error names it.
+ */
+export function textInputs<F>(prefix: string, f: F, setF: (f: F) => void, error: unknown) {
+  const invalid = invalidIn(error);
+  const input = (k: StringKeys<F>, label: string, extra: Record<string, unknown> = {}) => (
+    <div>
+      <label for={`${prefix}-${k}`}>{label}</label>
+      <input id={`${prefix}-${k}`} autocomplete="off" value={f[k] as string} aria-invalid={invalid(k)} onInput={(e) => setF({ ...f, [k]: e.currentTarget.value })} {...extra} />
+    </div>
+  );
+  return { input, invalid };
+}
+
 const nf = new Intl.NumberFormat('en-US');
 export const num = (n: number | null | undefined) => (n == null ? '—' : nf.format(n));
 export const ms = (n: number | null | undefined) => (n == null ? '—' : `${n < 10 ? n.toFixed(2) : n.toFixed(1)} ms`);

@@ -253,13 +253,13 @@ export async function usageCommand(args: string[]): Promise<number> {
   if (positionals.length > 1) throw new CliError(`one report at most\n\nusage: ${USAGE_USAGE}`);
   const v = values as Record<string, string | undefined>;
   if (report === 'summary') {
-    const listOnly = ['user', 'status', 'limit', 'cursor'].filter((k) => v[k] !== undefined);
+    const listOnly = ['user', 'status'].filter((k) => v[k] !== undefined);
     if (listOnly.length) throw new CliError(`--${listOnly[0]} filters records: use \`citygate usage list\`\n\nusage: ${USAGE_USAGE}`);
   }
   const target = resolveTarget(v.gateway);
   const query =
     report === 'summary'
-      ? { city_id: v.city, model: v.model, from: v.from, to: v.to }
+      ? { city_id: v.city, model: v.model, from: v.from, to: v.to, limit: v.limit, cursor: v.cursor }
       : { city_id: v.city, user_id: v.user, model: v.model, status: v.status, from: v.from, to: v.to, limit: v.limit, cursor: v.cursor };
   const r = await call<Record<string, unknown>>(target, 'GET', `/v1/usage/${report}`, { query });
   const o = out(!!values.json);
@@ -279,6 +279,7 @@ export async function usageCommand(args: string[]): Promise<number> {
     o.write(table(rows, ['day', ['city_id', 'CITY'], 'model', 'calls', 'errors', ['input_tokens', 'INPUT'], ['output_tokens', 'OUTPUT'], 'credits', ['usd', 'USD']]));
     const t = r.totals as Omit<SummaryRow, 'day' | 'city_id' | 'model'>;
     o.line(`total: ${count(t.calls)} calls, ${count(t.errors)} errors, ${count(t.input_tokens)} input and ${count(t.output_tokens)} output tokens, ${count(t.credits)} credits (${usd(t.usd)})`);
+    if (r.next_cursor) o.line(`more: citygate usage summary … --cursor ${r.next_cursor}`);
     return 0;
   }
   const items = r.items as Record<string, unknown>[];

@@ -9,6 +9,7 @@ import { sql, type Kysely } from 'kysely';
 import type { Db } from '../db/database.ts';
 import { openNodeSqlite } from '../db/dialects/node-sqlite.ts';
 import { migrate } from '../db/migrate.ts';
+import { ensurePartitionsSql } from '../services/usage/partitions.ts';
 import { redactUrl } from '../runtimes/node/config.ts';
 import { need, parse } from './args.ts';
 import { CliError, out } from './output.ts';
@@ -44,6 +45,10 @@ export async function dbCommand(args: string[]): Promise<number> {
         const n = await countRows(trx, t);
         if (n > 0) throw new CliError(`${redactUrl(to)} is not empty (table ${t} has ${n} rows); copy into a new database`);
       }
+      // PostgreSQL keeps usage in day tables (migration 088): those of the copied records are
+      // made first, else every record older than yesterday would land in the DEFAULT partition
+      const days = await sql<{ d: number }>`SELECT DISTINCT created_at / 86400000 AS d FROM usage`.execute(source.kysely);
+      for (const { d } of days.rows) await sql.raw(ensurePartitionsSql(Number(d), Number(d))).execute(trx);
       for (const t of tables) counts[t] = await copyTable(source, trx, t);
       for (const t of tables) {
         // identity columns (SQLite's INTEGER PRIMARY KEY) continue after the copied rows

@@ -2,11 +2,17 @@ import cluster from 'node:cluster';
 import { flushCompileCache } from 'node:module';
 import { announceWorker, startPrimary, stopWithPrimary } from '../runtimes/node/cluster.ts';
 import { describeDatabase, readNodeConfig } from '../runtimes/node/config.ts';
+import { openNodeDatabase } from '../runtimes/node/database.ts';
+import { nodeMasterKey } from '../runtimes/node/master-key.ts';
 import { startNodeServer } from '../runtimes/node/server.ts';
 
 export async function serveCommand(): Promise<number> {
   const config = readNodeConfig(process.env);
   if (config.workers > 1 && cluster.isPrimary) {
+    // What would stop every worker is checked once, here: the master key, and a database that
+    // is not up yet is waited for by the primary (workers started before it would only die).
+    nodeMasterKey(process.env, config.databasePath);
+    if (config.databaseUrl) await (await openNodeDatabase(config)).close();
     startPrimary(config, { installSignals: true }); // the workers keep this process alive
     return 0;
   }

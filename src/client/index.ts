@@ -236,8 +236,15 @@ export function createAdminClient(opts: AdminClientOptions) {
     },
     usage: {
       list: j('usage', 'list'),
+      /** Usage records as a stream of NDJSON or CSV bytes (oldest first), read as they arrive. */
+      async export(input: Input<'usage', 'export'>, o?: RequestOptions): Promise<ReadableStream<Uint8Array>> {
+        const res = await t.send('usage', 'export', input, o);
+        return res.body!;
+      },
       summary: j('usage', 'summary'),
       stats: j('usage', 'stats'),
+      /** One call's request log (REQUEST_LOG), by request_id or usage_id; secrets redacted. */
+      requestLog: j('usage', 'request-log'),
     },
     ai: {
       /** The admin catalog: every registered model, with env requirements, prices and availability. */

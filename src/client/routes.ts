@@ -23,7 +23,7 @@ export const METHODS = {
     'payments/sync': 'POST',
     refunds: 'GET',
   },
-  usage: { me: 'GET', list: 'GET', summary: 'GET', stats: 'GET' },
+  usage: { me: 'GET', list: 'GET', export: 'GET', summary: 'GET', stats: 'GET', 'request-log': 'GET' },
   ai: {
     models: 'GET',
     text: 'POST',
@@ -46,7 +46,12 @@ export const METHODS = {
     'upstreams/create': 'POST',
     'upstreams/update': 'POST',
     'upstreams/remove': 'POST',
+    'models/list': 'GET',
+    'models/create': 'POST',
+    'models/update': 'POST',
+    'models/remove': 'POST',
   },
+  webhooks: { create: 'POST', list: 'GET', update: 'POST', remove: 'POST', test: 'POST', deliveries: 'GET', redeliver: 'POST', alerts: 'GET', 'alerts/update': 'POST' },
 } as const satisfies { [S in ServiceId]: { [A in ActionId<S>]: Method } } & { [S in ServiceId]: Record<string, Method> };
 
 /** The method of an action; actions of services the client does not know default to POST. */

@@ -6,13 +6,14 @@ import type { z } from 'zod';
 import type { UIMessageChunk } from 'ai';
 import type { accountsService } from '../services/accounts/index.ts';
 import type { aiService } from '../services/ai/index.ts';
-import type { AsrJsonInput } from '../services/ai/media.ts';
+import type { AsrJsonInput } from '../services/ai/media/speech.ts';
 import type { balanceService } from '../services/balance/index.ts';
 import type { bureausService } from '../services/bureaus/index.ts';
 import type { citiesService } from '../services/cities/index.ts';
 import type { envService } from '../services/env/index.ts';
 import type { paymentService } from '../services/payment/index.ts';
 import type { usageService } from '../services/usage/index.ts';
+import type { webhooksService } from '../services/webhooks/index.ts';
 
 /** Every stock service's actions, by service id and action id. */
 export interface Registry {
@@ -24,6 +25,7 @@ export interface Registry {
   payment: (typeof paymentService)['actions'];
   usage: (typeof usageService)['actions'];
   ai: (typeof aiService)['actions'];
+  webhooks: (typeof webhooksService)['actions'];
 }
 
 export type ServiceId = keyof Registry;

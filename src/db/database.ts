@@ -28,7 +28,23 @@ export interface Db {
    * LISTEN/NOTIFY), caches use it on top of their time bound; absent elsewhere.
    */
   readonly changes?: ChangeFeed;
+  /**
+   * SQLite in a file on Node: repeats a DELETE of at most `batch` rows, paced, until one removes
+   * fewer, in a worker thread on its own connection (off the event loop); resolves to the rows
+   * deleted. Absent elsewhere: PostgreSQL and D1 run a statement off the gateway's loop anyway.
+   */
+  repeatDelete?(statement: Statement, opts: RepeatDelete): Promise<number>;
   close(): Promise<void>;
+}
+
+export interface RepeatDelete {
+  batch: number;
+  /** The pause after a batch, as a multiple of the time the batch took (at least 5 ms). */
+  pace: number;
+  /** A statement run after each batch (a PRAGMA). */
+  after?: string;
+  /** Polled: true stops the work between two batches. */
+  stopped?: () => boolean;
 }
 
 /** Change notices between processes sharing a database: a topic ('city', 'env') and a key. */

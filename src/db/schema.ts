@@ -163,6 +163,13 @@ export interface LeasesTable {
   created_at: number;
 }
 
+/** One row per committed lease flush (migration 080_lease_flushes): a retried flush that had committed fails on it. */
+export interface LeaseFlushesTable {
+  flush_id: string;
+  owner: string;
+  at: number;
+}
+
 export interface HoldsTable {
   hold_id: string;
   city_id: string;
@@ -228,6 +235,9 @@ export interface UsageTable {
   input_tokens: number;
   output_tokens: number;
   cached_tokens: number;
+  /** Prompt-cache writes (part of input_tokens) and their 1-hour share (migration 082). */
+  cache_write_tokens: Generated<number>;
+  cache_write_1h_tokens: Generated<number>;
   images: number;
   seconds: number;
   credits: number;
@@ -243,6 +253,33 @@ export interface UsageTable {
   attempts: number | null;
   /** The process whose credit lease billed the call (migration 070_leases). */
   lease_owner: string | null;
+  /** A remark on the call, e.g. hosted tools a translated call left out (migration 082). */
+  note: string | null;
+  /** The cost at the base price (credits − base_credits = the city's margin); null on records before 083. */
+  base_credits: number | null;
+  /** The alias the caller asked for, when it named one (migration 083). */
+  alias: string | null;
+}
+
+/** Models as data (ai/models/*, migration 083). NULL fields: the built-in model of that id decides. */
+export interface AiModelsTable {
+  model_id: string;
+  name: string | null;
+  description: string | null;
+  /** JSON array of modes. */
+  modes: string | null;
+  provider: string | null;
+  upstream_model: string | null;
+  /** JSON price object in credits; NULL: the catalog's price. */
+  prices: string | null;
+  max_output_tokens: number | null;
+  context_window: number | null;
+  /** JSON array of alias ids. */
+  aliases: string;
+  /** 0 | 1 */
+  enabled: number;
+  created_at: number;
+  updated_at: number;
 }
 
 export interface AiUpstreamsTable {
@@ -262,17 +299,41 @@ export interface AiUpstreamsTable {
   updated_at: number;
 }
 
-export interface UsageDailyTable {
+/** The daily rollup (services/usage/rollup.ts): the hourly one's sums per UTC day, city and model. */
+export interface UsageDailyTable extends RollupSums {
+  /** `YYYY-MM-DD` (UTC). */
   day: string;
+  /** '' for none. */
   city_id: string;
   model: string;
+}
+
+/** What every rollup row sums (services/usage/rollup.ts). */
+export interface RollupSums {
   calls: number;
   errors: number;
   input_tokens: number;
   output_tokens: number;
   cached_tokens: number;
+  cache_write_tokens: number;
   credits: number;
+  base_credits: number;
   duration_ms: number;
+  /** Records with an overhead_ms, their largest, and their histogram h00…h39 (rollup.ts). */
+  overhead_n: number;
+  overhead_max: number;
+  [bucket: `h${number}`]: number;
+}
+
+export interface UsageHourlyTable extends RollupSums {
+  /** Start of the hour, epoch ms. */
+  hour: number;
+  /** '' for none, here and in upstream. */
+  city_id: string;
+  model: string;
+  mode: string;
+  status: string;
+  upstream: string;
 }
 
 export interface RevocationsTable {
@@ -333,16 +394,113 @@ export interface Schema {
   oauth_states: OAuthStatesTable;
   balances: BalancesTable;
   leases: LeasesTable;
+  lease_flushes: LeaseFlushesTable;
   ledger: LedgerTable;
   holds: HoldsTable;
   payments: PaymentsTable;
   payment_events: PaymentEventsTable;
   usage: UsageTable;
   usage_daily: UsageDailyTable;
+  usage_daily_city: Omit<UsageDailyTable, 'model'>;
+  usage_daily_model: Omit<UsageDailyTable, 'city_id'>;
+  usage_hourly: UsageHourlyTable;
+  request_logs: RequestLogsTable;
   ai_upstreams: AiUpstreamsTable;
+  ai_models: AiModelsTable;
   revocations: RevocationsTable;
   rate_counters: RateCountersTable;
   master_key_check: MasterKeyCheckTable;
   payment_refunds: PaymentRefundsTable;
+  webhook_endpoints: WebhookEndpointsTable;
+  webhook_messages: WebhookMessagesTable;
+  webhook_attempts: WebhookAttemptsTable;
+  webhook_alerts: WebhookAlertsTable;
+  webhook_marks: WebhookMarksTable;
   _migrations: MigrationsTable;
+}
+
+// Request logs (issue 27, migration 086): one row per logged AI call; bodies in blob storage.
+export interface RequestLogsTable {
+  log_id: string;
+  request_id: string;
+  city_id: string | null;
+  user_id: string | null;
+  identity: string;
+  /** 'metadata' or 'full'. */
+  mode: string;
+  /** The action's route, e.g. /v1/ai/chat/completions. */
+  route: string;
+  model: string | null;
+  status: number;
+  /** JSON: request and response headers (redacted), sizes, timings, error. */
+  meta: string;
+  /** The blob with the bodies (full mode), or null. */
+  blob_key: string | null;
+  request_bytes: number;
+  response_bytes: number;
+  /** 1 when a body was cut at the cap. */
+  truncated: number;
+  created_at: number;
+}
+
+// Webhooks (issue 28, migration 090).
+export interface WebhookEndpointsTable {
+  endpoint_id: string;
+  /** '*': the operator's endpoint. */
+  city_id: string;
+  url: string;
+  /** JSON array of event types ('*': all). */
+  events: string;
+  description: string;
+  /** The signing secret, sealed when there is a master key. */
+  secret: string;
+  enabled: number;
+  disabled_reason: string | null;
+  failing_since: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface WebhookMessagesTable {
+  seq: Generated<number>;
+  event_id: string;
+  endpoint_id: string;
+  city_id: string | null;
+  user_id: string | null;
+  type: string;
+  /** JSON object: the event's data. */
+  data: string;
+  status: 'pending' | 'delivered' | 'failed';
+  attempts: number;
+  next_at: number;
+  locked_until: number | null;
+  last_status: number | null;
+  delivered_at: number | null;
+  created_at: number;
+}
+
+export interface WebhookAttemptsTable {
+  attempt_id: string;
+  message_seq: number;
+  endpoint_id: string;
+  event_id: string;
+  status: number | null;
+  error: string | null;
+  latency_ms: number;
+  response: string | null;
+  created_at: number;
+}
+
+export interface WebhookAlertsTable {
+  city_id: string;
+  balance_low: number | null;
+  updated_at: number;
+}
+
+export interface WebhookMarksTable {
+  kind: string;
+  city_id: string;
+  user_id: string;
+  mark: string;
+  created_at: number;
 }

@@ -10,6 +10,7 @@ import type { ServiceDef } from './service.ts';
 import type { BlobStore } from './storage.ts';
 import type { KeyRing } from './tokens.ts';
 import type { RateLimiter } from './rate-limit.ts';
+import type { PublicUrlFallback } from './public-url.ts';
 
 export interface GatewayConfig {
   name: string;
@@ -24,6 +25,8 @@ export interface GatewayConfig {
    * background of that request (gw.waitUntil) instead of holding it for a later batch.
    */
   gracefulStop: boolean;
+  /** Where the public URL comes from when GATEWAY_CITY_BASE_URL is unset (public-url.ts); default 'loopback-request'. */
+  publicUrlFallback?: PublicUrlFallback;
 }
 
 export interface GatewayContext {
@@ -46,6 +49,15 @@ export interface GatewayContext {
   use<T>(name: string): T | undefined;
   /** Keeps background work alive (Workers' waitUntil; on Node awaited at shutdown). */
   waitUntil(p: Promise<unknown>): void;
-  /** The public base URL: GATEWAY_CITY_BASE_URL's origin, else the request's origin. */
+  /**
+   * The public base URL: GATEWAY_CITY_BASE_URL's origin; without it the request's origin only
+   * where it cannot be spoofed (public-url.ts), else throws 503 public_url_not_configured.
+   */
   publicOrigin(req?: Request): string;
+  /**
+   * True when `e` means the database is unreachable (a restart, a failover): the outage is
+   * then logged once for the process (kernel/database-outage.ts), so background work that
+   * retries (usage and charge batches, the job runner) need not log every failed attempt.
+   */
+  databaseDown(e: unknown): boolean;
 }

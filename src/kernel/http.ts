@@ -1,3 +1,5 @@
+import type { OutboundRules } from './outbound/policy.ts';
+
 // Outbound HTTP to upstream providers. The runtime picks the client: a keep-alive undici pool
 // on Node (src/runtimes/node/upstream-http.ts), the platform's fetch on Workers. Services only
 // see this small interface.
@@ -26,6 +28,29 @@ export interface AbortSource {
   on(event: 'abort', fn: () => void): unknown;
   once(event: 'abort', fn: () => void): unknown;
   removeListener(event: 'abort', fn: () => void): unknown;
+  /** A chunk of the answer arrived (an idle deadline counts from the last one). */
+  touch?(): void;
+  /**
+   * The reader has stopped reading for now (its client is slow: backpressure), so the upstream
+   * is not the one being waited for: an idle deadline waits until the next touch().
+   */
+  hold?(): void;
+}
+
+/** A stream being relayed to a client, which the gateway ends when it stops (see endOpenStreams). */
+export interface OpenStream {
+  /** Ends the stream now, with its API's error event; it is charged by the estimate rules. */
+  end(): void;
+}
+
+/** The streams of this process (isolate) that are relaying an upstream's answer now. */
+export const openStreams = new Set<OpenStream>();
+
+/** Ends every open stream (a drain whose deadline passed); returns how many. */
+export function endOpenStreams(): number {
+  const all = [...openStreams];
+  for (const s of all) s.end();
+  return all.length;
 }
 
 export interface UpstreamResponse {
@@ -44,6 +69,11 @@ export interface UpstreamHttp {
   request(r: UpstreamRequest): Promise<UpstreamResponse>;
   /** A fetch for SDK clients (the AI SDK's providers). */
   fetch: typeof fetch;
+  /**
+   * A fetch for URLs a caller gave (kernel/outbound/policy.ts is its only user): connects only to
+   * addresses `rules` allow, checked after resolution at connect time where the runtime can.
+   */
+  untrusted(url: string, init: RequestInit, rules: OutboundRules): Promise<Response>;
 }
 
 /** The runtime-neutral client: the platform's fetch (Workers, tests, any runtime). */
@@ -60,13 +90,16 @@ export function fetchHttp(raw: typeof fetch = (...a) => fetch(...a)): UpstreamHt
   };
   return {
     fetch: f,
+    // Workers: the platform's fetch leaves from Cloudflare's network (no private network or
+    // metadata service behind it); the policy itself refuses literal private addresses.
+    untrusted: (url, init) => f(url, init),
     async request(r) {
       const res = await f(r.url, { method: r.method, headers: r.headers, body: r.body as BodyInit | undefined, signal: r.signal ?? r.abort?.signal });
       const body = res.body;
       return {
         status: res.status,
         header: (n) => res.headers.get(n),
-        body: body ? iterate(body) : (async function* () {})(),
+        body: body ? iterate(body, r.abort) : (async function* () {})(),
         bytes: async () => new Uint8Array(await res.arrayBuffer()),
         text: () => res.text(),
         cancel: () => void body?.cancel().catch(() => {}),
@@ -75,7 +108,7 @@ export function fetchHttp(raw: typeof fetch = (...a) => fetch(...a)): UpstreamHt
   };
 }
 
-async function* iterate(stream: ReadableStream<Uint8Array>): AsyncIterable<Uint8Array> {
+async function* iterate(stream: ReadableStream<Uint8Array>, progress: AbortSource | undefined): AsyncIterable<Uint8Array> {
   const reader = stream.getReader();
   let finished = false;
   try {
@@ -85,7 +118,10 @@ async function* iterate(stream: ReadableStream<Uint8Array>): AsyncIterable<Uint8
         finished = true;
         return;
       }
+      progress?.touch?.();
+      progress?.hold?.(); // until the consumer asks for more, a slow client is the one waited for
       yield value;
+      progress?.touch?.(); // asked again: waiting on the upstream from now
     }
   } finally {
     if (!finished) await reader.cancel().catch(() => {}); // the consumer stopped early

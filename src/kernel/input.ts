@@ -17,16 +17,24 @@ export async function readBody(req: Request, limit: number): Promise<Uint8Array>
     return buf;
   }
   if (!req.body) return new Uint8Array();
+  return readStreamCapped(req.body, limit, () => tooLarge(limit));
+}
+
+/**
+ * Reads a stream whole, but never more than `limit` bytes: past it the stream is cancelled and
+ * `tooLarge()` is thrown (a request body here; a fetched URL in kernel/outbound/policy.ts).
+ */
+export async function readStreamCapped(stream: ReadableStream<Uint8Array>, limit: number, tooLarge: () => Error): Promise<Uint8Array> {
   const chunks: Uint8Array[] = [];
   let size = 0;
-  const reader = req.body.getReader();
+  const reader = stream.getReader();
   for (;;) {
     const { done, value } = await reader.read();
     if (done) break;
     size += value.byteLength;
     if (size > limit) {
       await reader.cancel().catch(() => {});
-      throw tooLarge(limit);
+      throw tooLarge();
     }
     chunks.push(value);
   }

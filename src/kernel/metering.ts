@@ -11,36 +11,80 @@ export interface Prices {
   input_per_mtok?: number;
   output_per_mtok?: number;
   cached_per_mtok?: number;
+  /** Prompt-cache writes, 5-minute cache (Anthropic: 1.25 × input); absent: the input price. */
+  cache_write_per_mtok?: number;
+  /** Prompt-cache writes, 1-hour cache (Anthropic: 2 × input); absent: the 5-minute write price. */
+  cache_write_1h_per_mtok?: number;
   per_image?: number;
   per_second?: number;
   per_request?: number;
 }
 
+/**
+ * What a call consumed. input_tokens counts every input token: cache reads (cached_tokens) and
+ * cache writes (cache_write_tokens, of which cache_write_1h_tokens went to the 1-hour cache)
+ * are parts of it, priced apart.
+ */
 export interface Measured {
   input_tokens: number;
   output_tokens: number;
   cached_tokens: number;
+  cache_write_tokens: number;
+  cache_write_1h_tokens: number;
   images: number;
   seconds: number;
 }
 
-export const NOTHING_MEASURED: Measured = { input_tokens: 0, output_tokens: 0, cached_tokens: 0, images: 0, seconds: 0 };
+export const NOTHING_MEASURED: Measured = { input_tokens: 0, output_tokens: 0, cached_tokens: 0, cache_write_tokens: 0, cache_write_1h_tokens: 0, images: 0, seconds: 0 };
 
-/** The cost of measured usage in whole credits (rounded up: never undercharge a fraction). */
+/**
+ * The cost of measured usage in whole credits (rounded up: never undercharge a fraction):
+ *   plain input × input + cache reads × cached + 5-minute writes × cache_write
+ *   + 1-hour writes × cache_write_1h + output × output + images, seconds, per request;
+ * plain input = input − reads − writes, never below 0 (an upstream whose parts exceed its
+ * total is charged for the parts), so no term is ever negative.
+ */
 export function costOf(p: Prices | null | undefined, m: Measured): number {
+  return p ? costAt(p, m, p.input_per_mtok ?? 0) : 0;
+}
+
+/**
+ * The worst-case cost of a call for its credit hold: every plain input token at the dearest
+ * input price there is (a 1-hour cache write costs 2 × input at Anthropic), so whatever the
+ * upstream reports as written to or read from its cache, the hold covers it.
+ */
+export function worstCostOf(p: Prices | null | undefined, m: Measured): number {
   if (!p) return 0;
-  const uncached = Math.max(0, m.input_tokens - m.cached_tokens);
-  const cachedPrice = p.cached_per_mtok ?? p.input_per_mtok ?? 0;
+  const input = p.input_per_mtok ?? 0;
+  const write5m = p.cache_write_per_mtok ?? input;
+  return costAt(p, m, Math.max(input, p.cached_per_mtok ?? 0, write5m, p.cache_write_1h_per_mtok ?? write5m));
+}
+
+/** costOf with plain input tokens at `plainPrice` (the other prices fall back to the input price as costOf's do). */
+function costAt(p: Prices, m: Measured, plainPrice: number): number {
+  const input = p.input_per_mtok ?? 0;
+  const writes = m.cache_write_tokens;
+  const w1h = Math.min(m.cache_write_1h_tokens, writes);
+  const plain = Math.max(0, m.input_tokens - m.cached_tokens - writes);
+  const write5m = p.cache_write_per_mtok ?? input;
   const c =
-    (uncached * (p.input_per_mtok ?? 0) + m.cached_tokens * cachedPrice + m.output_tokens * (p.output_per_mtok ?? 0)) / 1e6 +
+    (plain * plainPrice +
+      m.cached_tokens * (p.cached_per_mtok ?? input) +
+      (writes - w1h) * write5m +
+      w1h * (p.cache_write_1h_per_mtok ?? write5m) +
+      m.output_tokens * (p.output_per_mtok ?? 0)) /
+      1e6 +
     m.images * (p.per_image ?? 0) +
     m.seconds * (p.per_second ?? 0) +
     (p.per_request ?? 0);
-  return Math.ceil(c - 1e-9);
+  return Math.max(0, Math.ceil(c - 1e-9)); // max: never -0 for nothing used
 }
 
 /** One record per AI call, failed ones too. */
-export interface MeterRecord extends Measured {
+export interface MeterRecord extends Omit<Measured, 'cache_write_tokens' | 'cache_write_1h_tokens'> {
+  /** Prompt-cache writes (part of input_tokens), and of them those to the 1-hour cache; absent: none. */
+  cache_write_tokens?: number;
+  cache_write_1h_tokens?: number;
   request_id: string;
   city_id: string | null;
   user_id: string | null;
@@ -52,6 +96,8 @@ export interface MeterRecord extends Measured {
   /** The upstream reported no usage: the measured fields are the documented estimate. */
   estimated?: boolean;
   credits: number;
+  /** The cost at the base price (credits at the city's price − this = the city's margin); absent: credits. */
+  base_credits?: number;
   duration_ms: number;
   /** citygate's own time in the call (the x-citygate-overhead-ms of its response), when known. */
   overhead_ms?: number | null;
@@ -62,6 +108,10 @@ export interface MeterRecord extends Measured {
   attempts?: number;
   /** The process whose credit lease billed the call (Hold.lease). */
   lease_owner?: string;
+  /** A remark on the call, e.g. hosted tools a translated call left out. */
+  note?: string;
+  /** The alias the caller named; `model` is the model it names. */
+  alias?: string;
 }
 
 /** A reservation of credits made before an upstream call. */

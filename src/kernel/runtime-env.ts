@@ -131,6 +131,11 @@ export class RuntimeEnv {
     return Date.now() - this.#loadedAt > this.ttlMs;
   }
 
+  /** Keeps the snapshot as it is for `ms` more (its reload just failed: the database is away). */
+  postpone(ms: number): void {
+    this.#loadedAt = Date.now() - this.ttlMs + ms;
+  }
+
   /** Reloads the snapshot when it is older than ttlMs (cheap: one small SELECT). */
   async fresh(): Promise<void> {
     if (this.stale()) await this.refresh();

@@ -5,6 +5,8 @@ import type { GatewayContext } from './context.ts';
 import type { GatewayError } from './errors.ts';
 import type { Identity, IdentityKind } from './identity.ts';
 import type { JobMessage } from './jobs.ts';
+import type { RequestLogSpec } from './request-log.ts';
+import type { RequestTrace } from './tracing/index.ts';
 
 export interface EnvRequirement {
   key: string;
@@ -35,6 +37,14 @@ export interface RequestTiming {
   upstreamMs: number;
   /** Set by the kernel once the response is ready: the x-citygate-overhead-ms it reports. */
   overheadMs?: number;
+  /**
+   * Present until the response is ready: work that needs its overheadMs (a usage record of a
+   * call answered whole). The kernel runs it right after it sets overheadMs, before the answer
+   * is sent, so the record holds exactly the figure its response reports.
+   */
+  whenReady?: (() => void)[];
+  /** The request's trace when OpenTelemetry tracing is on (kernel/tracing/); absent otherwise. */
+  trace?: RequestTrace;
 }
 
 export interface ActionDef<S extends z.ZodType = z.ZodType, R = unknown, O extends z.ZodType = z.ZodType> {
@@ -62,6 +72,8 @@ export interface ActionDef<S extends z.ZodType = z.ZodType, R = unknown, O exten
   /** A header that may carry the bearer credential instead of Authorization (e.g. `x-api-key`
    *  for clients of APIs that authenticate that way). */
   credentialHeader?: string;
+  /** The action calls a model: its calls go to the request log when REQUEST_LOG (or the city's setting) is on. */
+  requestLog?: RequestLogSpec;
   /** Writes this action's errors in another API's error shape (same status codes). */
   formatError?(e: GatewayError): Response;
   handler(ctx: ActionContext<z.output<S>>): Promise<R | Response> | R | Response;
@@ -79,6 +91,11 @@ export interface ServiceDef {
   init?(gw: GatewayContext): Promise<void> | void;
   /** Runs on graceful shutdown (flush buffers). */
   stop?(gw: GatewayContext): Promise<void> | void;
+  /**
+   * Periodic housekeeping off the request path (e.g. retention). The Worker's scheduled
+   * handler (a cron trigger) calls it; a long-lived process runs its own timer from init.
+   */
+  maintain?(gw: GatewayContext): Promise<void>;
   /** Background job handlers by job type. */
   jobs?: Record<string, (msg: JobMessage, gw: GatewayContext) => Promise<void>>;
 }

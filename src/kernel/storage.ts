@@ -1,4 +1,5 @@
-// Stored media (generated images, video, audio): the local directory on Node, R2 on the edge.
+// Stored media (generated images, video, audio) and request-log bodies: the local directory on
+// Node, R2 on the edge.
 export interface StoredObject {
   body: ReadableStream<Uint8Array> | Uint8Array;
   contentType: string;
@@ -8,6 +9,8 @@ export interface StoredObject {
 export interface BlobStore {
   put(key: string, data: Uint8Array, contentType: string): Promise<void>;
   get(key: string): Promise<StoredObject | null>;
+  /** Deletes objects (absent ones are no error). */
+  delete(keys: string[]): Promise<void>;
   /** A public URL for the object when the store has one (R2 public bucket), else null. */
   publicUrl(key: string): string | null;
 }

@@ -8,8 +8,9 @@ import { citiesService } from './cities/index.ts';
 import { envService } from './env/index.ts';
 import { paymentService } from './payment/index.ts';
 import { usageService } from './usage/index.ts';
+import { webhooksService } from './webhooks/index.ts';
 
-export const stockServices: ServiceDef[] = [envService, citiesService, bureausService, accountsService, balanceService, paymentService, usageService, aiService];
+export const stockServices: ServiceDef[] = [envService, citiesService, bureausService, accountsService, balanceService, paymentService, usageService, aiService, webhooksService];
 
 /** The services named by a GATEWAY_SERVICES list (comma-separated), or all of them. */
 export function selectServices(list: string | undefined, all: ServiceDef[] = stockServices): ServiceDef[] {

@@ -164,6 +164,17 @@ describe('accounts: OAuth login', () => {
     assert.equal(otherMe.body.city_id, 'c-other');
   });
 
+  test('local login never signs in as a user who has an OAuth identity (403 oauth_user); other users still can', async () => {
+    gh.setUser({ id: 5151, login: 'oauth-only', name: 'OAuth Only', email: 'oauth-only@example.com', email_verified: true });
+    const a = await login('c-gh', 'github');
+    const r = record(await guest.post('/v1/accounts/login', { city_id: 'c-gh', user_id: a.userId }));
+    assert.equal(r.status, 403, r.text);
+    assert.equal(errorOf(r).code, 'oauth_user');
+    assert.equal(r.body.user_token, undefined);
+    const other = record(await guest.post('/v1/accounts/login', { city_id: 'c-gh', user_id: 'local-only-user' }));
+    assert.equal(other.status, 200, other.text);
+  });
+
   test('Google: the full flow, same person same user, another city another user', async () => {
     gg.setUser({ sub: '1000001', name: 'Alan Turing', email: 'alan@example.com', email_verified: true, picture: 'https://pics.example/a.png' });
     const a = await login('c-gg', 'google');

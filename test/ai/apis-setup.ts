@@ -51,7 +51,7 @@ export interface ApiWorld {
   close(): Promise<void>;
 }
 
-export async function startApiWorld(): Promise<ApiWorld> {
+export async function startApiWorld(opts: { env?: Record<string, string> } = {}): Promise<ApiWorld> {
   const openai = await startOpenAIStub({ streamSlowMs: 60 });
   const openaiFull = await startOpenAIStub({ responsesApi: true });
   const anthropic = await startAnthropicStub();
@@ -70,6 +70,7 @@ export async function startApiWorld(): Promise<ApiWorld> {
       BALANCE_INITIAL_CREDITS: '1000000',
       USAGE_FLUSH_MS: '20',
       MODEL_PRICES: JSON.stringify({ 'stub-model': PRICE, 'stub-stream-slow': PRICE, 'embed-small': PRICE, 'embed-sdk': PRICE, claude: PRICE, 'claude-slow': PRICE, 'openai/text-embedding-3-small': PRICE, 'openai/gpt-4.1-mini': PRICE }),
+      ...opts.env,
     },
   });
   const admin = client(gw.url, gw.adminKey);

@@ -1,36 +1,24 @@
 // asr with the audio given by URL (https): the hold, the 402 before anything is fetched, the
 // estimate from the bytes actually fetched, and an unreadable URL. The audio is served over real
-// HTTPS with a certificate made for this test (trusted by the gateway through
-// NODE_EXTRA_CA_CERTS) under the machine's own host name: the AI SDK's download guard refuses
-// IP literals and `localhost`, as it should for a caller's URL.
+// HTTPS on 127.0.0.1 with a certificate made for this test (trusted by the gateway through
+// NODE_EXTRA_CA_CERTS) under the name `audio.citygate.test`, which the gateway resolves through a
+// DNS stub (AI_FETCH_DNS_SERVERS). A caller's URL may not reach loopback: this gateway lets
+// 127.0.0.1 through on purpose (AI_FETCH_ALLOW_PRIVATE), as an on-premise setup would.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { lookup } from 'node:dns/promises';
 import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { hostname, networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { tempDir } from '../helpers/gateway.ts';
 import { client, errorOf } from '../helpers/http.ts';
 import { until } from '../helpers/wait.ts';
+import { startDnsStub, type DnsStub } from '../stubs/dns.ts';
 import { RICH_USERS, startAiWorld, userWithCredits, type AiWorld } from './setup.ts';
 
-const HOST = hostname();
-
-/** Why the test cannot run here (the host name must reach this machine and pass the guard), or null. */
-async function skipReason(): Promise<string | null> {
-  if (!HOST || HOST === 'localhost' || /^[\d.]+$|:|\.(local|localhost|internal)$/.test(HOST)) return `host name '${HOST}' is refused by the download guard`;
-  try {
-    const { address } = await lookup(HOST);
-    if (!/^127\.|^::1$/.test(address) && !Object.values(networkInterfaces()).flat().some((i) => i?.address === address)) return `host name '${HOST}' is not this machine`;
-  } catch {
-    return `host name '${HOST}' does not resolve`;
-  }
-  return null;
-}
-const skip = (await skipReason()) ?? false;
+const HOST = 'audio.citygate.test';
+let dns: DnsStub;
 
 const SPEECH = new Uint8Array(64_000).fill(7); // 2 s at the stub's 32,000 bytes a second
 const fetched: string[] = [];
@@ -39,7 +27,6 @@ let audioBase: string;
 let w: AiWorld;
 
 before(async () => {
-  if (skip) return;
   const dir = tempDir('citygate-asr-url-');
   const key = join(dir, 'key.pem');
   const cert = join(dir, 'cert.pem');
@@ -66,12 +53,14 @@ before(async () => {
       res.end('not here');
     }
   });
-  await new Promise<void>((r) => audioServer.listen(0, '0.0.0.0', r));
+  await new Promise<void>((r) => audioServer.listen(0, '127.0.0.1', r));
+  dns = await startDnsStub({ [HOST]: ['127.0.0.1'] });
   audioBase = `https://${HOST}:${(audioServer.address() as AddressInfo).port}`;
-  w = await startAiWorld({ env: { ...RICH_USERS, OPENAI_API_KEY: 'sk-stub', NODE_EXTRA_CA_CERTS: cert } });
+  w = await startAiWorld({ env: { ...RICH_USERS, OPENAI_API_KEY: 'sk-stub', NODE_EXTRA_CA_CERTS: cert, AI_FETCH_DNS_SERVERS: dns.server, AI_FETCH_ALLOW_PRIVATE: '127.0.0.1/32' } });
 });
 after(async () => {
   await w?.close();
+  await dns?.close();
   audioServer?.closeAllConnections();
   await new Promise((r) => (audioServer ? audioServer.close(r) : r(null)));
 });
@@ -89,7 +78,7 @@ async function onlyRecord(u: ReturnType<typeof client>) {
 // whisper-1: 100 credits a second. The URL's hold: 25 MB at 1 s per 1,000 bytes = 26,215 s.
 const URL_HOLD = Math.ceil((25 * 1024 * 1024) / 1000) * 100;
 
-describe('asr by URL', { skip }, () => {
+describe('asr by URL', () => {
   test('held for the largest audio accepted (25 MB): short of it → 402 before the audio is fetched or the upstream called', async () => {
     const poor = await userWith('poor', URL_HOLD - 1);
     const [hits, calls] = [fetched.length, transcriptions()];

@@ -1,5 +1,5 @@
 // The AI SDK (`ai`, `@ai-sdk/*`) is loaded when a call first needs it, not at boot
-// (src/services/ai/sdk.ts): a gateway that only relays chat/completions never loads it, and a
+// (src/services/ai/upstream/sdk.ts): a gateway that only relays chat/completions never loads it, and a
 // translated call loads `ai` and the one provider package it uses. Seen from outside, in the
 // `serve` process itself: Node's module hooks, preloaded, list every module it loads.
 import assert from 'node:assert/strict';

@@ -322,8 +322,9 @@ describe('Messages API: credentials, money and errors in Anthropic’s shape', (
     assert.equal(lastNative().body.city_id, undefined, 'city_id is citygate’s, not sent upstream');
     const unknown = await post('/v1/ai/v1/messages', { 'x-api-key': t }, { ...ok, model: 'nope' });
     assert.deepEqual([unknown.status, unknown.body.error.type], [404, 'not_found_error']);
-    const server = await post('/v1/ai/v1/messages', { 'x-api-key': t }, { ...ok, tools: [{ type: 'web_search_20250305', name: 'web_search' }] });
-    assert.deepEqual([server.status, server.body.error.type], [400, 'invalid_request_error']);
+    const badTemp = await post('/v1/ai/v1/messages', { 'x-api-key': t }, { ...ok, temperature: 7 });
+    assert.deepEqual([badTemp.status, badTemp.body.error.type], [400, 'invalid_request_error']);
+    assert.match(badTemp.body.error.message, /^temperature: /, 'a translated call names the field it cannot carry');
     const charged = (await w.records(t, 1)).filter((r: any) => r.status === 'ok').reduce((s: number, r: any) => s + r.credits, 0);
     const spent = b0 - (await w.balanceBecomes(t, b0 - charged)); // settled just after the answer on PostgreSQL
     assert.equal(spent, charged, 'only the one good call is charged');

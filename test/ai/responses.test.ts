@@ -140,6 +140,57 @@ describe('Responses API on a chat/completions-only upstream (translated)', () =>
     assert.equal(item.name, 'get_weather');
   });
 
+  test('a custom-tool round trip (Codex’s free-form apply_patch), plain and streamed: the upstream gets a function with one string argument, the client a custom_tool_call', async () => {
+    const t = await w.user('custom-tools');
+    const oa = openaiFor(t);
+    const b0 = await w.balance(t);
+    const applyPatch: OpenAI.Responses.CustomTool = {
+      type: 'custom',
+      name: 'apply_patch',
+      description: 'Edit files with a patch.',
+      format: { type: 'grammar', syntax: 'lark', definition: 'start: "*** Begin Patch" LF body "*** End Patch"' },
+    };
+    const first = await oa.responses.create({ model: 'stub-model', input: [{ role: 'user', content: 'add hello.txt' }], tools: [applyPatch] });
+    assert.deepEqual(first.output.map((o) => o.type), ['custom_tool_call']);
+    const ctc = first.output[0] as OpenAI.Responses.ResponseCustomToolCall;
+    assert.deepEqual([ctc.name, ctc.input], ['apply_patch', 'add hello.txt'], 'the free-form input as text, not JSON');
+    assert.match(ctc.id!, /^ctc_/);
+    const upTool = (lastChat().body as any).tools[0];
+    assert.equal(upTool.function.name, 'apply_patch');
+    assert.deepEqual(upTool.function.parameters.required, ['input']);
+    assert.ok(upTool.function.parameters.properties.input.description.endsWith('lark grammar:\nstart: "*** Begin Patch" LF body "*** End Patch"'), 'the grammar, which the upstream cannot enforce, is told to the model');
+    const charged = (u: OpenAI.Responses.ResponseUsage | null | undefined) => cost(u!.input_tokens, u!.output_tokens);
+    let total = charged(first.usage);
+
+    const second = await oa.responses.create({
+      model: 'stub-model',
+      tools: [applyPatch],
+      input: [{ role: 'user', content: 'add hello.txt' }, ctc, { type: 'custom_tool_call_output', call_id: ctc.call_id, output: 'Done, 1 file' }],
+    });
+    assert.equal(second.output_text, 'Tool result received: Done, 1 file');
+    const upMsgs = (lastChat().body as any).messages;
+    assert.deepEqual(upMsgs.map((m: any) => m.role), ['user', 'assistant', 'tool']);
+    assert.deepEqual(JSON.parse(upMsgs[1].tool_calls[0].function.arguments), { input: 'add hello.txt' });
+    assert.equal(upMsgs[2].tool_call_id, ctc.call_id);
+    total += charged(second.usage);
+
+    const s = await oa.responses.create({ model: 'stub-model', input: 'Rome', tools: [applyPatch], tool_choice: { type: 'custom', name: 'apply_patch' }, stream: true });
+    const types: string[] = [];
+    let input = '';
+    let item: any;
+    for await (const e of s) {
+      types.push(e.type);
+      if (e.type === 'response.custom_tool_call_input.done') input = e.input;
+      if (e.type === 'response.output_item.done') item = e.item;
+      if (e.type === 'response.completed') total += charged(e.response.usage);
+    }
+    assert.equal(input, 'Rome');
+    assert.deepEqual([item.type, item.name, item.input], ['custom_tool_call', 'apply_patch', 'Rome']);
+    assert.deepEqual(types.filter((x) => x.includes('tool_call') || x.includes('arguments')), ['response.custom_tool_call_input.delta', 'response.custom_tool_call_input.done']);
+    assert.ok(total > 0);
+    assert.equal(b0 - (await w.balanceBecomes(t, b0 - total)), total, 'each of the 3 calls charged once, by its usage');
+  });
+
   test('the AI SDK’s OpenAI provider (which speaks the Responses API) against citygate, with a tool', async () => {
     const t = await w.user('aisdk');
     const oa = createOpenAI({ baseURL: `${w.gw.url}/v1/ai`, apiKey: t });
@@ -210,8 +261,27 @@ describe('Responses API: stateless, credentials and money', () => {
     const store = await client(w.gw.url, t).post('/v1/ai/responses', { model: 'stub-model', input: 'x', store: true });
     assert.deepEqual([store.status, errorOf(store).param], [400, 'store']);
     assert.equal((await client(w.gw.url, t).post('/v1/ai/responses', { model: 'stub-model', input: 'x', store: false })).status, 200);
-    const hosted = await client(w.gw.url, t).post('/v1/ai/responses', { model: 'stub-model', input: 'x', tools: [{ type: 'web_search' }] });
-    assert.deepEqual([hosted.status, errorOf(hosted).param], [400, 'tools.0.type']);
+    assert.equal(w.openai.requestCount, calls + 1);
+  });
+
+  test('hosted tools on a translated upstream: left out by default (header, usage note); AI_HOSTED_TOOLS=reject → 400 naming the tool', async () => {
+    const t = await w.user('hosted');
+    const calls = w.openai.requestCount;
+    const body = { model: 'stub-model', input: 'x', tools: [{ type: 'web_search', external_web_access: false }, { type: 'function', name: 'f', parameters: { type: 'object', properties: {} } }] };
+    const ok = await client(w.gw.url, t).post('/v1/ai/responses', body);
+    assert.equal(ok.status, 200, ok.text);
+    assert.equal(ok.headers.get('x-citygate-dropped-tools'), 'web_search');
+    assert.deepEqual(((w.openai.requests.at(-1)!.body as any).tools ?? []).map((x: any) => x.function?.name), ['f'], 'only the function tool went upstream');
+    const [rec] = await w.records(t, 1);
+    assert.equal(rec.note, 'hosted tools dropped: web_search');
+    assert.equal((await w.admin.post('/v1/env/upsert', { key: 'AI_HOSTED_TOOLS', value: 'reject' })).status, 200);
+    try {
+      const hosted = await client(w.gw.url, t).post('/v1/ai/responses', body);
+      assert.deepEqual([hosted.status, errorOf(hosted).param], [400, 'tools.0.type']);
+      assert.match(errorOf(hosted).message, /web_search/);
+    } finally {
+      await w.admin.post('/v1/env/remove', { key: 'AI_HOSTED_TOOLS' });
+    }
     assert.equal(w.openai.requestCount, calls + 1);
   });
 

@@ -6,12 +6,12 @@ import type { GatewayContext } from '../../src/kernel/context.ts';
 import { GatewayError } from '../../src/kernel/errors.ts';
 import type { Billing, Hold, MeterRecord } from '../../src/kernel/metering.ts';
 import { relaySse, type RelayEnd } from '../../src/services/ai/chat/sse.ts';
-import { chatUsageNumbers, topLevelObjectMember } from '../../src/services/ai/json-member.ts';
+import { chatUsageNumbers, topLevelObjectMember } from '../../src/services/ai/upstream/json-member.ts';
 import { usageToMeasured } from '../../src/services/ai/chat/passthrough.ts';
 import { AiCall } from '../../src/services/ai/meter.ts';
-import type { ModelDef } from '../../src/services/ai/registry.ts';
-import { isSdkError } from '../../src/services/ai/sdk.ts';
-import { retryAfterOf, toGatewayError } from '../../src/services/ai/upstream-errors.ts';
+import type { ModelDef } from '../../src/services/ai/catalog/registry.ts';
+import { isSdkError } from '../../src/services/ai/upstream/sdk.ts';
+import { retryAfterOf, toGatewayError } from '../../src/services/ai/upstream/errors.ts';
 import { AISDKError, APICallError, DownloadError, StreamProviderError } from 'ai';
 
 function fakeGateway(opts: { short?: boolean } = {}) {
@@ -35,7 +35,7 @@ function fakeGateway(opts: { short?: boolean } = {}) {
     ['metering', { record: (r: MeterRecord) => records.push(r) }],
   ]);
   const env = { get: () => undefined, has: () => false };
-  const gw = { env, use: (n: string) => caps.get(n), log: () => {} } as unknown as GatewayContext;
+  const gw = { env, use: (n: string) => caps.get(n), log: () => {}, cities: { peek: () => undefined } } as unknown as GatewayContext;
   return { gw, events, records };
 }
 
@@ -52,7 +52,7 @@ const user = { kind: 'user' as const, cityId: 'c', userId: 'u', expiresAt: 0 };
 describe('credit holds around a call', () => {
   test('reserve the worst case, settle to the measured cost, one meter record', async () => {
     const { gw, events, records } = fakeGateway();
-    const call = AiCall.start(gw, user, model, 'compat', 'req_1');
+    const call = AiCall.start(gw, user, { model }, 'compat', 'req_1');
     await call.reserve({ input_tokens: 100, output_tokens: 50 });
     await call.finish('ok', { input_tokens: 10, output_tokens: 5 });
     await call.finish('ok', { input_tokens: 10, output_tokens: 5 }); // only once
@@ -65,7 +65,7 @@ describe('credit holds around a call', () => {
 
   test('an upstream failure before anything was consumed releases the hold and is still recorded', async () => {
     const { gw, events, records } = fakeGateway();
-    const call = AiCall.start(gw, user, model, 'compat', 'req_2');
+    const call = AiCall.start(gw, user, { model }, 'compat', 'req_2');
     await call.reserve({ input_tokens: 10, output_tokens: 10 });
     await call.finish('error', {}, 'upstream_error');
     assert.deepEqual(events, ['reserve 30', 'release h1']);
@@ -76,7 +76,7 @@ describe('credit holds around a call', () => {
 
   test('a client abort settles by what was consumed', async () => {
     const { gw, events, records } = fakeGateway();
-    const call = AiCall.start(gw, user, model, 'compat', 'req_3');
+    const call = AiCall.start(gw, user, { model }, 'compat', 'req_3');
     await call.reserve({ input_tokens: 10, output_tokens: 100 });
     await call.finish('aborted', { input_tokens: 10, output_tokens: 3 });
     assert.deepEqual(events, ['reserve 210', 'settle h1 16']);
@@ -85,7 +85,7 @@ describe('credit holds around a call', () => {
 
   test('short of credits → the 402 propagates, no upstream call, one error record', async () => {
     const { gw, records } = fakeGateway({ short: true });
-    const call = AiCall.start(gw, user, model, 'compat', 'req_4');
+    const call = AiCall.start(gw, user, { model }, 'compat', 'req_4');
     await assert.rejects(call.reserve({ input_tokens: 1 }), (e: GatewayError) => e.status === 402);
     assert.equal(records.length, 1);
     assert.equal(records[0].error_code, 'insufficient_credits');
@@ -93,10 +93,10 @@ describe('credit holds around a call', () => {
 
   test('admins and free models are not billed, but metered', async () => {
     const { gw, events, records } = fakeGateway();
-    const a = AiCall.start(gw, { kind: 'admin' }, model, 'compat', 'req_5');
+    const a = AiCall.start(gw, { kind: 'admin' }, { model }, 'compat', 'req_5');
     await a.reserve({ input_tokens: 10 });
     await a.finish('ok', { input_tokens: 10 });
-    const f = AiCall.start(gw, user, { ...model, prices: null }, 'compat', 'req_6');
+    const f = AiCall.start(gw, user, { model: { ...model, prices: null } }, 'compat', 'req_6');
     await f.reserve({ input_tokens: 10 });
     await f.finish('ok', { input_tokens: 10 });
     assert.deepEqual(events, []);
@@ -241,7 +241,7 @@ describe('the top-level usage of a JSON answer, read from its bytes', () => {
         let value: unknown = pickValue();
         if (key.endsWith('_details') && rnd(3) > 0) {
           const d: Record<string, unknown> = {};
-          for (const k of ['cached_tokens', 'audio_tokens', 'cached_tokens'].slice(0, 1 + rnd(3))) d[k] = rnd(2) ? rnd(1000) : pickValue();
+          for (const k of ['cached_tokens', 'cache_write_tokens', 'audio_tokens', 'cached_tokens'].slice(0, 1 + rnd(4))) d[k] = rnd(2) ? rnd(1000) : pickValue();
           value = rnd(4) ? d : null;
         } else if (key !== 'extra' && rnd(3) > 0) value = rnd(100_000);
         members.push([key, value]);
@@ -256,7 +256,7 @@ describe('the top-level usage of a JSON answer, read from its bytes', () => {
     }
     assert.ok(read > 1000, `most usage objects are read from their bytes (${read})`);
     const openai = enc.encode(JSON.stringify({ prompt_tokens: 19, completion_tokens: 10, total_tokens: 29, prompt_tokens_details: { cached_tokens: 3, audio_tokens: 0 }, completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 } }));
-    assert.deepEqual(chatUsageNumbers(openai), { input_tokens: 19, output_tokens: 10, cached_tokens: 3 });
+    assert.deepEqual(chatUsageNumbers(openai), { input_tokens: 19, output_tokens: 10, cached_tokens: 3, cache_write_tokens: 0 });
     // what it leaves to JSON.parse
     for (const text of ['{"prompt_tokens":1.5}', '{"prompt_tokens":-1}', '{"prompt_tokens":"3"}', '{"prompt_tokens":1e3}', '{"prompt_tokens":01}', '{"prompt\\u005ftokens":3}', '{"prompt_tokens":3,}', '{"x":foo,"prompt_tokens":3}', '{"prompt_tokens":3} ', '{"prompt_tokens":3', '{"a":,"prompt_tokens":3}']) {
       assert.equal(chatUsageNumbers(enc.encode(text)), null, text);
@@ -271,7 +271,7 @@ describe('the top-level usage of a JSON answer, read from its bytes', () => {
 });
 
 // upstream-errors.ts and media.ts tell the AI SDK's errors apart without loading the SDK
-// (src/services/ai/sdk.ts): these are the SDK's own errors, made by the SDK.
+// (src/services/ai/upstream/sdk.ts): these are the SDK's own errors, made by the SDK.
 describe("the AI SDK's errors, recognised without importing the SDK", () => {
   const apiCall = (statusCode?: number, responseHeaders?: Record<string, string>) =>
     new APICallError({ message: 'upstream said no', url: 'http://u/x', requestBodyValues: {}, statusCode, responseHeaders, responseBody: '{"error":{"message":"bad thing"}}' });

@@ -163,17 +163,29 @@ browserSuite('the admin console in chromium', () => {
     // A double submit that beats the button's busy state (Enter pressed twice while the first
     // request is still on its way): two requests, one idempotency key, one change.
     const sent: { idempotency_key: string; credits: number }[] = [];
+    const answers: { replayed: boolean }[] = [];
     page.on('request', (r) => void (r.url().endsWith('/v1/balance/adjust') && sent.push(r.postDataJSON())));
+    page.on('response', async (r) => void (r.url().endsWith('/v1/balance/adjust') && answers.push(await r.json())));
+    // the first request reaches the gateway first (it applies), but its answer comes back last,
+    // as a loaded network may order them
+    let nth = 0;
     await page.route('**/v1/balance/adjust', async (route) => {
-      await new Promise((ok) => setTimeout(ok, 300));
-      await route.continue();
+      const first = nth++ === 0;
+      await new Promise((ok) => setTimeout(ok, first ? 300 : 400));
+      if (!first) return route.continue();
+      const res = await route.fetch();
+      await new Promise((ok) => setTimeout(ok, 600));
+      await route.fulfill({ response: res });
     });
     await page.getByLabel('Credits (negative to take)').fill('1000000');
     await page.getByLabel('Reason').fill('bonus');
     await page.getByLabel('Reason').press('Enter');
     await page.getByLabel('Reason').press('Enter');
     await page.getByTestId('balance').filter({ hasText: '6,000,000' }).waitFor();
-    await until('both answers', () => page.getByRole('status').filter({ hasText: 'Already applied' }).count());
+    // one answer applied it, the other found it applied; the form shows the last to come back
+    await until('both answers', () => answers.length === 2);
+    assert.deepEqual(answers.map((a) => a.replayed), [true, false]);
+    await page.getByRole('status').filter({ hasText: 'Added 1,000,000 credits' }).waitFor();
     assert.equal(sent.length, 2);
     assert.equal(sent[0].idempotency_key, sent[1].idempotency_key);
     assert.equal((await admin.get('/v1/balance/get?city_id=demo&user_id=alice')).body.credits, 6_000_000);
@@ -230,7 +242,8 @@ browserSuite('the admin console in chromium', () => {
     const csv = readFileSync((await download.path())!, 'utf8').trim().split('\r\n');
     assert.equal(csv.length, 2);
     assert.match(csv[0], /^created_at,request_id,city_id,user_id,model/);
-    assert.match(csv[1], /,demo,alice,stub-model,compat,ok,,7,7,0,0,0,21,/);
+    // tokens in, out, cache read, cache write, its 1-hour share, images, seconds, then credits
+    assert.match(csv[1], /,demo,alice,stub-model,compat,ok,,7,7,0,0,0,0,0,21,/);
     await shot(page, 'flow-usage-after-chat-1280');
     await ctx.close();
   });

@@ -12,6 +12,9 @@ import { sqlGet, type SqlTarget } from './sql.ts';
 const ROOT = resolve(import.meta.dirname, '../..');
 const MAIN = join(ROOT, 'src/cli/main.ts');
 
+/** The one master key of the tests' gateways on PostgreSQL (`openssl rand -hex 32`, made once). */
+export const TEST_MASTER_KEY = '5f1c0a3e9b7d2468ace013579bdf2468a1c3e5f7092b4d6f8e0c2a4b6d8f0e1c';
+
 export interface TestGateway {
   url: string;
   dir: string;
@@ -35,6 +38,8 @@ export interface StartOptions {
   cleanup?: boolean;
   /** Run on a PostgreSQL database (default: when the suite runs on PostgreSQL). */
   postgres?: boolean;
+  /** Sees the process as soon as it is spawned (before it listens). */
+  onSpawn?: (child: ChildProcess) => void;
 }
 
 /** One PostgreSQL database per gateway directory, so gateways started on one dir share it. */
@@ -67,6 +72,8 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
     PORT: '0',
     DATABASE_PATH: dbPath,
     ...(onPostgres ? { DATABASE_URL: await postgresFor(dir) } : {}),
+    // On PostgreSQL the master key must be given, the same on every replica (README, Scaling out).
+    ...(onPostgres || opts.env?.DATABASE_URL ? { CITYGATE_MASTER_KEY: TEST_MASTER_KEY } : {}),
     // Tests make many guest calls from one address; rate-limit tests set their own limit.
     RATE_LIMIT_GUEST_RPM: '0',
     ...opts.env,
@@ -75,6 +82,7 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
   for (const k of Object.keys(env)) if (env[k] === undefined) delete env[k];
   const child = spawn(process.execPath, [MAIN, 'serve'], { cwd: dir, env: env as NodeJS.ProcessEnv, stdio: ['ignore', 'pipe', 'pipe'] });
   live.add(child);
+  opts.onSpawn?.(child);
   child.once('exit', () => live.delete(child));
   let out = '';
   let err = '';

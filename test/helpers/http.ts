@@ -47,3 +47,16 @@ export function errorOf(r: Res): { type: string; code: string; message: string; 
   }
   return e;
 }
+
+/** A slow client: reads the first chunk of a streamed body, stops reading for `pauseMs`, then reads the rest; the whole text. */
+export async function readWithPause(res: Response, pauseMs: number): Promise<string> {
+  const reader = res.body!.getReader();
+  const dec = new TextDecoder();
+  let text = dec.decode((await reader.read()).value, { stream: true });
+  await new Promise((r) => setTimeout(r, pauseMs));
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return text + dec.decode();
+    text += dec.decode(value, { stream: true });
+  }
+}

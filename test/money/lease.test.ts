@@ -40,11 +40,14 @@ const charges = async (user: string) =>
   );
 /** A second "process" on the same database: its own leases, its own flushes. */
 const otherProcess = () => new LeaseBilling(gw.context);
-/** A process that will die: it never flushes on its own (its flush interval is an hour). */
-function doomedProcess(): LeaseBilling {
+/**
+ * A process that only flushes when told to (its flush interval is an hour): one that will die,
+ * or one whose database connection a test gets in between (`db`).
+ */
+function doomedProcess(db: Db = gw.context.db): LeaseBilling {
   const env = gw.context.env;
   const slowEnv = Object.create(env, { get: { value: (k: string) => (k === 'BALANCE_FLUSH_MS' ? '3600000' : env.get(k)) } });
-  return new LeaseBilling(Object.create(gw.context, { env: { value: slowEnv } }));
+  return new LeaseBilling(Object.create(gw.context, { db: { value: db }, env: { value: slowEnv } }));
 }
 
 test('calls are held from a leased slice and charged once per flush: one ledger row per user, never the hold', async () => {
@@ -103,6 +106,27 @@ test('credits leased by another process are not free: a reservation there is ref
   const h2 = await reserve('l', 950);
   await billing.settle(h2, 950);
   await until(async () => (await balance('l')) === 0, 3000, 'charged');
+  await assertBooksBalance(dbTarget);
+});
+
+test('credits stranded in another process’s idle lease: a reservation waits for them to come back instead of a false 402', async () => {
+  await fund('s', 1000);
+  const other = otherProcess();
+  const h = await reserveOn(other, 's', 100); // takes 500: half of what is free, whole holds
+  await other.settle(h, 100); // done: 400 of its slice sit unused until the lease goes idle
+  assert.equal((await balanceRow('s')).leased, 500);
+  // 900 are this user's and nobody uses the 400: the call is served once the idle lease is back.
+  const t0 = Date.now();
+  const h2 = await reserve('s', 900);
+  const waited = Date.now() - t0;
+  assert.ok(waited >= 500 && waited < 3000, `served after the idle return (${waited} ms)`);
+  await billing.settle(h2, 900);
+  await until(async () => (await balanceRow('s')).leased === 0 && (await balance('s')) === 0, 3000, `charged, returned: ${JSON.stringify(await balanceRow('s'))} ${JSON.stringify(await rows(dbTarget, 'SELECT * FROM leases WHERE user_id = ?', ['s']))}`);
+  // With nothing leased elsewhere, a refusal is immediate.
+  const t1 = Date.now();
+  await assert.rejects(reserve('s', 1), (e: { code?: string }) => e.code === 'insufficient_credits');
+  assert.ok(Date.now() - t1 < 300, `refused at once (${Date.now() - t1} ms)`);
+  await other.stop();
   await assertBooksBalance(dbTarget);
 });
 
@@ -178,5 +202,76 @@ test('a graceful stop writes every charge and returns every lease', async () => 
   await p.stop();
   assert.deepEqual(await balanceRow('g'), { credits: 1350, leased: 0 });
   assert.equal((await rows(dbTarget, `SELECT * FROM leases WHERE user_id = 'g'`)).length, 0);
+  await assertBooksBalance(dbTarget);
+});
+
+test('a flush whose commit is lost with its connection (a database restart) is retried once applied: no charge is dropped', async () => {
+  await fund('amb', 5000);
+  // A process whose database connection dies right after a COMMIT: the batch is in, the caller
+  // sees "Connection terminated unexpectedly", as pg reports a restart mid-commit.
+  let loseNext = false;
+  const lossy: Db = Object.create(db, {
+    batch: {
+      value: async (qs: Parameters<Db['batch']>[0]) => {
+        const r = await db.batch(qs);
+        if (loseNext) {
+          loseNext = false;
+          throw new Error('Connection terminated unexpectedly');
+        }
+        return r;
+      },
+    },
+  });
+  const p = doomedProcess(lossy);
+  const h1 = await reserveOn(p, 'amb', 500);
+  await p.settle(h1, 100);
+  await new Promise((r) => setTimeout(r, 1100)); // idle: the next flush charges 100 and returns the lease
+  loseNext = true;
+  await p.flush(); // committed, but reported lost: kept for a retry
+  const h2 = await reserveOn(p, 'amb', 500); // served from the slice this process still believes it has
+  await p.settle(h2, 50);
+  await p.flush(); // the retry: its charge key is taken, so it had committed
+  const h3 = await reserveOn(p, 'amb', 500); // a new lease
+  await p.settle(h3, 25);
+  await p.stop();
+  assert.deepEqual(
+    (await charges('amb')).map((c) => c.credits).reduce((a, b) => a + b, 0),
+    -175,
+    'every settled call is charged once: 100 + 50 + 25',
+  );
+  assert.deepEqual(await balanceRow('amb'), { credits: 5000 - 175, leased: 0 }, JSON.stringify(await rows(dbTarget, `SELECT kind, credits, reason, idempotency_key FROM ledger WHERE user_id = 'amb' ORDER BY seq`)));
+  await assertBooksBalance(dbTarget);
+});
+
+test('a call that takes a new slice while its user’s idle lease is being returned is charged', async () => {
+  await fund('ret', 5000);
+  // The flush that returns the idle lease is slow to commit (a busy database); a new call of
+  // the same user arrives meanwhile and takes a slice.
+  let slowFlush = false;
+  const slow: Db = Object.create(db, {
+    batch: {
+      value: async (qs: Parameters<Db['batch']>[0]) => {
+        if (slowFlush && qs.some((q) => 'sql' in q && q.sql.includes('UPDATE leases SET returned'))) {
+          slowFlush = false;
+          await new Promise((r) => setTimeout(r, 300));
+        }
+        return db.batch(qs);
+      },
+    },
+  });
+  const p = doomedProcess(slow);
+  const h1 = await reserveOn(p, 'ret', 500);
+  await p.settle(h1, 100);
+  await new Promise((r) => setTimeout(r, 1100)); // idle: the next flush returns the lease
+  slowFlush = true;
+  const returning = p.flush();
+  await new Promise((r) => setTimeout(r, 50));
+  const h2 = await reserveOn(p, 'ret', 500); // while the return is in flight
+  await returning;
+  await p.settle(h2, 50);
+  await p.stop();
+  const charged = (await charges('ret')).reduce((a, c) => a + c.credits, 0);
+  assert.equal(charged, -150, 'both calls charged: 100 + 50');
+  assert.deepEqual(await balanceRow('ret'), { credits: 5000 - 150, leased: 0 });
   await assertBooksBalance(dbTarget);
 });

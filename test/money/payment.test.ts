@@ -111,7 +111,7 @@ describe('provider A (Stripe)', () => {
     assert.match(await cancel.text(), /cancelled/);
   });
 
-  test('a bad or stale signature is a 400 and changes nothing', async () => {
+  test('a bad, stale or future-stamped signature is a 400 and changes nothing', async () => {
     const before = await credits(alice);
     await alice.post('/v1/payment/checkout', { method: 'a', credits: 700_000 });
     const session = [...stripe.sessions.values()].at(-1)!;
@@ -120,6 +120,8 @@ describe('provider A (Stripe)', () => {
     const cases = {
       'wrong secret': signStripePayload(payload, 'whsec_not_ours'),
       stale: signStripePayload(payload, STRIPE_WHSEC, Math.floor(Date.now() / 1000) - 301),
+      'an hour in the future': signStripePayload(payload, STRIPE_WHSEC, Math.floor(Date.now() / 1000) + 3600),
+      'just past the tolerance, in the future': signStripePayload(payload, STRIPE_WHSEC, Math.floor(Date.now() / 1000) + 320),
       garbage: 't=1,v1=00',
     };
     for (const [name, sig] of Object.entries(cases)) {

@@ -27,21 +27,22 @@ export interface Books {
   entries: number;
 }
 
-/** Balance and ledger sum of every user (and of users with ledger rows but no balance). */
+/**
+ * Balance and ledger sum of every user (and of users with ledger rows but no balance), read in
+ * one statement: one snapshot on PostgreSQL. Two reads could straddle the commit of a batch a
+ * killed gateway had already sent, and see its ledger row without its balance update.
+ */
 export async function books(t: SqlTarget | string): Promise<Map<string, Books>> {
   const out = new Map<string, Books>();
-  for (const r of await rows<{ city_id: string; user_id: string; credits: number }>(t, 'SELECT city_id, user_id, credits FROM balances')) {
-    out.set(`${r.city_id}/${r.user_id}`, { balance: r.credits, ledger: 0, entries: 0 });
-  }
-  for (const r of await rows<{ city_id: string; user_id: string; s: number; n: number }>(
+  for (const r of await rows<{ city_id: string; user_id: string; balance: number; ledger: number; n: number; has: number }>(
     t,
-    'SELECT city_id, user_id, SUM(credits) AS s, COUNT(*) AS n FROM ledger GROUP BY city_id, user_id',
+    `SELECT city_id, user_id, SUM(balance) AS balance, SUM(ledger) AS ledger, SUM(n) AS n, SUM(has) AS has FROM (
+       SELECT city_id, user_id, credits AS balance, 0 AS ledger, 0 AS n, 1 AS has FROM balances
+       UNION ALL
+       SELECT city_id, user_id, 0, credits, 1, 0 FROM ledger
+     ) x GROUP BY city_id, user_id`,
   )) {
-    const k = `${r.city_id}/${r.user_id}`;
-    const b = out.get(k) ?? { balance: NaN, ledger: 0, entries: 0 };
-    b.ledger = r.s;
-    b.entries = r.n;
-    out.set(k, b);
+    out.set(`${r.city_id}/${r.user_id}`, { balance: Number(r.has) ? Number(r.balance) : NaN, ledger: Number(r.ledger), entries: Number(r.n) });
   }
   return out;
 }

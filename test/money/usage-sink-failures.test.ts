@@ -49,7 +49,7 @@ async function world(env: Record<string, string>, wrap: (db: Db) => Db = (db) =>
   const healInserts = () => side.exec('DROP TRIGGER usage_insert_fails');
   const count = () => (side.prepare('SELECT COUNT(*) AS n FROM usage').get() as { n: number }).n;
   const daily = () => {
-    const row = side.prepare(`SELECT calls, credits FROM usage_daily WHERE city_id = 'city-x'`).get() as { calls: number; credits: number } | undefined;
+    const row = side.prepare(`SELECT SUM(calls) AS calls, SUM(credits) AS credits FROM usage_hourly WHERE city_id = 'city-x' HAVING COUNT(*) > 0`).get() as { calls: number; credits: number } | undefined;
     return row && { calls: row.calls, credits: row.credits };
   };
   const requestIds = () => (side.prepare('SELECT request_id FROM usage ORDER BY seq').all() as { request_id: string }[]).map((r) => r.request_id);

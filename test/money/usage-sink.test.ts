@@ -3,6 +3,7 @@
 // per-request writes of a runtime without a graceful stop (a Worker).
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { sql } from 'kysely';
 import { compile, type Db, type Statement } from '../../src/db/database.ts';
 import { openNodeSqlite } from '../../src/db/dialects/node-sqlite.ts';
 import { createGateway } from '../../src/kernel/gateway.ts';
@@ -71,7 +72,9 @@ async function check(raw: Db, n: number, base: number) {
   assert.equal(r7.credits, 21);
   assert.equal(r7.created_at, base + DAY);
   // the rollup equals the records, group by group
-  const daily = await raw.kysely.selectFrom('usage_daily').selectAll().execute();
+  const { rows: daily } = await sql<{ day: string; city_id: string; model: string; calls: number; errors: number; input_tokens: number; credits: number }>`
+    SELECT strftime('%Y-%m-%d', hour / 1000, 'unixepoch') AS day, city_id, model, SUM(calls) AS calls, SUM(errors) AS errors,
+      SUM(input_tokens) AS input_tokens, SUM(credits) AS credits FROM usage_hourly GROUP BY day, city_id, model`.execute(raw.kysely);
   const expect = new Map<string, { calls: number; errors: number; input_tokens: number; credits: number }>();
   for (const r of rows) {
     const k = `${new Date(r.created_at).toISOString().slice(0, 10)}|${r.city_id}|${r.model}`;

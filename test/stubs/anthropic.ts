@@ -31,7 +31,7 @@
 // Whole-stub faults (stub.setFault), for routing tests: every POST /v1/messages… then (for
 // `times` requests, default all) answers `status` in Anthropic's error shape, or closes the
 // connection without answering (`drop`), or — streams only — sends message_start and then
-// destroys the connection (`breakStream`); `faulted` counts them.
+// destroys the connection (`breakStream`) or stays silent (`stallStream`); `faulted` counts them.
 // "claude-slow-stream" streams "w1 w2 … w20", one text delta every opts.slowMs (for aborts);
 // `disconnects` counts streams whose client went away before the end.
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http";
@@ -64,7 +64,7 @@ export type AnthropicStub = {
   close(): Promise<void>;
 };
 
-export type AnthropicFault = { status?: number; drop?: boolean; breakStream?: boolean; times?: number };
+export type AnthropicFault = { status?: number; drop?: boolean; breakStream?: boolean; stallStream?: boolean; times?: number };
 
 const FAULT_TYPES: Record<number, string> = { 400: "invalid_request_error", 429: "rate_limit_error", 500: "api_error", 503: "overloaded_error", 529: "overloaded_error" };
 
@@ -243,12 +243,13 @@ export async function startAnthropicStub(opts: AnthropicStubOptions = {}): Promi
       if (fault.times !== undefined) fault.times--;
       faulted++;
       if (fault.drop) return void req.socket.destroy();
-      if (fault.breakStream && body?.stream === true) {
+      if ((fault.breakStream || fault.stallStream) && body?.stream === true) {
         res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8" });
         const usage = { input_tokens: inputTokens(body), output_tokens: 1 };
         sse(res, "message_start", { message: { id: `msg_stub${n}`, type: "message", role: "assistant", model: body.model, content: [], stop_reason: null, stop_sequence: null, usage } });
         sse(res, "content_block_start", { index: 0, content_block: { type: "text", text: "" } });
         sse(res, "content_block_delta", { index: 0, delta: { type: "text_delta", text: "Hello" } });
+        if (fault.stallStream) return void req.socket.once("close", () => res.destroy()); // silent until the client leaves
         setTimeout(() => res.destroy(), 50);
         return;
       }

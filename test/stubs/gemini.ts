@@ -142,7 +142,8 @@ function plan(body: any): Plan {
 /** The stub's embedding of a text: a deterministic unit vector of float32 values (not the OpenAI stub's). */
 export const geminiVector = (text: string, dims: number): number[] => unitVector(text, dims, 0x9e3779b9);
 
-export async function startGeminiStub(opts: { apiKey?: string } = {}): Promise<GeminiStub> {
+/** cachedTokens: every answer reports that many prompt tokens as read from cached content (cachedContentTokenCount). */
+export async function startGeminiStub(opts: { apiKey?: string; cachedTokens?: number } = {}): Promise<GeminiStub> {
   const apiKey = opts.apiKey ?? 'gemini-stub-key';
   const requests: GeminiRequest[] = [];
   let seq = 0;
@@ -212,6 +213,7 @@ export async function startGeminiStub(opts: { apiKey?: string } = {}): Promise<G
       candidatesTokenCount: candidates,
       totalTokenCount: prompt + candidates,
       promptTokensDetails: [{ modality: 'TEXT', tokenCount: prompt }],
+      ...(opts.cachedTokens ? { cachedContentTokenCount: opts.cachedTokens } : {}),
     });
     const response = (parts: Part[], candidates: number, finishReason?: string) => ({
       candidates: [{ content: { parts, role: 'model' }, ...(finishReason ? { finishReason } : {}), index: 0 }],

@@ -56,7 +56,8 @@
 // then (for `times` requests, default all) answers `status` (OpenAI's error shape, with a
 // Retry-After when `retryAfter` is set), or hangs until the client goes away (`hang`), or
 // closes the connection without a word (`drop`), or —
-// chat streams only — sends its first event and then destroys the connection (`breakStream`).
+// chat streams only — sends its first event and then destroys the connection (`breakStream`)
+// or stays silent until the client goes away (`stallStream`).
 // Chat reply text and token counts: see openai-chat.ts (prompt_tokens = Σ (words + 3)).
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -116,8 +117,12 @@ export type StubFault = {
   /** Close the connection without answering (a dropped connection). */
   drop?: boolean;
   breakStream?: boolean;
+  /** Chat streams only: sends the first event and then nothing, until the client goes away. */
+  stallStream?: boolean;
   /** How many requests get the fault (default: all until cleared). */
   times?: number;
+  /** The error message of a `status` fault (default "stub fault <status>"). */
+  message?: string;
 };
 
 export type RecordedRequest = {
@@ -654,16 +659,17 @@ export async function startOpenAIStub(opts: OpenAIStubOptions = {}): Promise<Ope
         ctx.req.socket.destroy();
         return;
       }
-      if (f.breakStream && path === "/v1/chat/completions" && (body as ChatRequest | undefined)?.stream === true) {
+      if ((f.breakStream || f.stallStream) && path === "/v1/chat/completions" && (body as ChatRequest | undefined)?.stream === true) {
         const events = streamEvents(planChat(body as ChatRequest, (body as ChatRequest).messages as ChatMessage[], ctx.seq), `chatcmpl-stub${ctx.seq}`, String((body as ChatRequest).model), Math.floor(Date.now() / 1000), false);
         ctx.res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8" });
         ctx.res.write(events[0]);
         ctx.res.write(events[1]);
-        setTimeout(() => ctx.res.destroy(), 50);
+        if (f.stallStream) await wait(ctx.res, 3_600_000);
+        else setTimeout(() => ctx.res.destroy(), 50);
         return;
       }
       if (f.status) {
-        const err = openaiError(f.status, `stub fault ${f.status}`, f.status === 429 ? "requests" : "server_error", null, f.status === 429 ? "rate_limit_exceeded" : null);
+        const err = openaiError(f.status, f.message ?? `stub fault ${f.status}`, f.status === 429 ? "requests" : "server_error", null, f.status === 429 ? "rate_limit_exceeded" : null);
         return sendRaw(ctx.res, err.status, "application/json", err.body, ctx.seq, { ...err.headers, ...(f.retryAfter ? { "retry-after": f.retryAfter } : {}) });
       }
     }

@@ -6,6 +6,8 @@ import { useWho } from '../app.tsx';
 import { useCities } from '../cities.ts';
 import { href } from '../router.ts';
 import { CityLimits } from './city-limits.tsx';
+import { CityPrices } from './city-prices.tsx';
+import { CityAlerts } from './webhooks.tsx';
 import { Badge, ConfirmButton, Empty, ErrorBox, OneTimeSecret, PageHead, Show, useAction, when } from '../ui.tsx';
 
 function CreateCity({ onCreated }: { onCreated: () => void }) {
@@ -69,6 +71,8 @@ function CityRow({ c, onChange }: { c: City; onChange: () => void }) {
   const act = useAction();
   const [issuing, setIssuing] = useState(false);
   const [limits, setLimits] = useState(false);
+  const [prices, setPrices] = useState(false);
+  const [alerts, setAlerts] = useState(false);
   const admin = who.kind === 'admin';
   const change = (what: 'pause' | 'activate' | 'remove') => act.run(async () => (await post(`cities/${what}`, { city_id: c.city_id }), onChange()));
   return (
@@ -92,6 +96,12 @@ function CityRow({ c, onChange }: { c: City; onChange: () => void }) {
               Limits…
             </button>
           )}
+          <button type="button" class="secondary outline" aria-expanded={prices} onClick={() => setPrices(!prices)}>
+            Models &amp; prices…
+          </button>
+          <button type="button" class="secondary outline" aria-expanded={alerts} onClick={() => setAlerts(!alerts)}>
+            Alerts…
+          </button>
           {admin && c.status === 'active' && (
             <ConfirmButton label="Pause" question={`Pause ${c.name}? Its user tokens get 403 until it is activated.`} onConfirm={() => change('pause')} />
           )}
@@ -111,12 +121,14 @@ function CityRow({ c, onChange }: { c: City; onChange: () => void }) {
           </div>
         </td>
       </tr>
-      {(issuing || limits || act.error) && (
+      {(issuing || limits || prices || alerts || act.error) && (
         <tr class="sub">
           <td colSpan={4}>
             <ErrorBox error={act.error} />
             {issuing && <IssueToken city={c.city_id} />}
             {limits && <CityLimits city={c.city_id} />}
+            {prices && <CityPrices city={c.city_id} readOnly={!admin} />}
+            {alerts && <CityAlerts city={c.city_id} />}
           </td>
         </tr>
       )}

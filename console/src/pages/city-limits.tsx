@@ -1,4 +1,4 @@
-// A city's rate limits and per-user budget (admin), read with cities/get and edited with
+// A city's rate limits, per-user budget and request logs (admin), read with cities/get and edited with
 // cities/update. Each limit overrides its RATE_LIMIT_* env key for this city: empty (null) =
 // the env key applies, 0 = off for this city. The API judges every value; its message is
 // shown next to the field.
@@ -19,6 +19,7 @@ type LimitKey = (typeof LIMITS)[number]['key'];
 export interface CitySettings {
   limits: Record<LimitKey, number | null>;
   user_budget: { credits: number; period: 'day' | 'month' } | null;
+  request_log: 'off' | 'metadata' | 'full' | null;
   updated_at: string;
 }
 
@@ -27,6 +28,8 @@ interface Form {
   budgetOn: boolean;
   credits: string;
   period: 'day' | 'month';
+  /** '' = REQUEST_LOG applies. */
+  requestLog: '' | 'off' | 'metadata' | 'full';
 }
 
 const toForm = (s: CitySettings): Form => ({
@@ -34,6 +37,7 @@ const toForm = (s: CitySettings): Form => ({
   budgetOn: s.user_budget !== null,
   credits: s.user_budget ? String(s.user_budget.credits) : '',
   period: s.user_budget?.period ?? 'day',
+  requestLog: s.request_log ?? '',
 });
 
 /** Empty → null (the env key); a number → that number; anything else goes as typed, for the API to refuse in its words. */
@@ -63,7 +67,7 @@ export function CityLimits({ city }: { city: string }) {
     });
     // The RATE_LIMIT_* keys set on the Env page (keys only in the process env are not listed).
     get<{ items: { key: string; value: string }[] }>('env/list').then(
-      (r) => setEnvValues(Object.fromEntries(r.items.filter((e) => e.key.startsWith('RATE_LIMIT_')).map((e) => [e.key, e.value]))),
+      (r) => setEnvValues(Object.fromEntries(r.items.filter((e) => e.key.startsWith('RATE_LIMIT_') || e.key === 'REQUEST_LOG').map((e) => [e.key, e.value]))),
       () => {},
     );
   }, [city]);
@@ -86,6 +90,7 @@ export function CityLimits({ city }: { city: string }) {
           city_id: city,
           limits: Object.fromEntries(LIMITS.map(({ key }) => [key, value(form.limits[key])])),
           user_budget: form.budgetOn ? { credits: value(form.credits), period: form.period } : null,
+          request_log: form.requestLog || null,
         };
         const s = await save.run(() => post<CitySettings>('cities/update', body));
         if (s) {
@@ -175,6 +180,28 @@ export function CityLimits({ city }: { city: string }) {
           Now: <span data-testid="now-budget">{saved.user_budget ? `${num(saved.user_budget.credits)} credits per user per ${saved.user_budget.period}` : 'no cap'}</span>
         </small>
       </p>
+      <h3>Request logs</h3>
+      <p>
+        <small>
+          What this city's AI calls keep for debugging, secrets redacted (shown from each usage record on the <a href={href('usage')}>Usage</a> page):{' '}
+          <strong>metadata</strong> = headers, sizes, timings, status; <strong>full</strong> = the request and response bodies too (64 KiB each).
+          Kept <code>REQUEST_LOG_RETENTION_DAYS</code> (default 7).
+        </small>
+      </p>
+      <div class="form-grid">
+        <div>
+          <label for={id('request-log')}>Request logs for this city</label>
+          <select id={id('request-log')} value={form.requestLog} onChange={(e) => setForm({ ...form, requestLog: e.currentTarget.value as Form['requestLog'] })}>
+            <option value="">env default (REQUEST_LOG{envValues.REQUEST_LOG !== undefined ? ` = ${envValues.REQUEST_LOG}` : ''})</option>
+            <option value="off">off</option>
+            <option value="metadata">metadata</option>
+            <option value="full">full (bodies)</option>
+          </select>
+          <small>
+            Now: <strong data-testid="now-request-log">{saved.request_log ?? `env default (${envValues.REQUEST_LOG ?? 'off'})`}</strong>
+          </small>
+        </div>
+      </div>
       <div class="actions-row">
         <button type="submit" aria-busy={save.busy} disabled={save.busy}>Save limits</button>
         <button type="button" class="secondary outline" disabled={save.busy} onClick={() => (setForm(toForm(saved)), save.setError(null), setDone(null))}>

@@ -6,6 +6,7 @@ import { DayChart, type DaySeries } from '../chart.tsx';
 import { useCities } from '../cities.ts';
 import { daysAgo, Empty, ms, num, PageHead, Show, today, useLoad, usd } from '../ui.tsx';
 import { href } from '../router.ts';
+import { Margin } from './margins.tsx';
 
 const RANGES = [
   { id: 'today', label: 'Today', days: 1 },
@@ -45,6 +46,7 @@ function Breakdown({ title, rows, keyOf }: { title: string; rows: StatsRow[]; ke
               <th class="num">Credits</th>
               <th class="num">Overhead p50</th>
               <th class="num">p99</th>
+              <th class="num">Margin</th>
             </tr>
           </thead>
           <tbody>
@@ -59,6 +61,7 @@ function Breakdown({ title, rows, keyOf }: { title: string; rows: StatsRow[]; ke
                 <td class="num" title={usd(r.credits)}>{num(r.credits)}</td>
                 <td class="num">{ms(r.overhead_p50_ms)}</td>
                 <td class="num">{ms(r.overhead_p99_ms)}</td>
+                <td class="num" data-testid="margin"><Margin r={r} /></td>
               </tr>
             ))}
           </tbody>
@@ -110,6 +113,7 @@ export function Overview() {
                 <div class="card"><span>Calls</span><strong data-testid="total-calls">{num(t.calls)}</strong></div>
                 <div class="card"><span>Tokens in / out</span><strong>{num(t.input_tokens)} / {num(t.output_tokens)}</strong></div>
                 <div class="card"><span>Credits</span><strong title={usd(t.credits)}>{num(t.credits)}</strong><small>{usd(t.credits)}</small></div>
+                <div class="card"><span>Margin</span><strong data-testid="total-margin" title={usd(t.margin_credits ?? 0)}>{num(t.margin_credits ?? 0)}</strong><small>over base prices{t.base_credits ? ` (${(((t.margin_credits ?? 0) / t.base_credits) * 100).toFixed(1)} %)` : ''}</small></div>
                 <div class="card"><span>Errors</span><strong class={t.errors ? 'bad' : ''}>{num(t.errors)}</strong></div>
                 <div class="card"><span>Overhead p50 / p99</span><strong>{ms(t.overhead_p50_ms)} / {ms(t.overhead_p99_ms)}</strong></div>
               </div>

@@ -4,7 +4,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, get, post } from '../api.ts';
 import { href } from '../router.ts';
-import { Badge, ConfirmButton, Empty, ErrorBox, Show, useAction, useLoad, when } from '../ui.tsx';
+import { Badge, ConfirmButton, Empty, ErrorBox, Show, textInputs, useAction, useLoad, when } from '../ui.tsx';
 
 type Health = 'cooling_down' | 'half_open';
 type ModelRef = string | { id: string; upstream_model: string };
@@ -158,13 +158,7 @@ function UpstreamForm({ editing, onDone }: { editing?: Upstream; onDone: () => v
   const [done, setDone] = useState<string | null>(null);
   const act = useAction();
   const p = editing ? `edit-${editing.upstream_id}` : 'new-upstream';
-  const invalid = (k: string) => (act.error instanceof ApiError && act.error.param?.split('.')[0] === k ? true : undefined);
-  const input = (k: keyof Fields, label: string, extra: Record<string, unknown> = {}) => (
-    <div>
-      <label for={`${p}-${k}`}>{label}</label>
-      <input id={`${p}-${k}`} autocomplete="off" value={f[k]} aria-invalid={invalid(k)} onInput={(e) => setF({ ...f, [k]: e.currentTarget.value })} {...extra} />
-    </div>
-  );
+  const { input, invalid } = textInputs(p, f, setF, act.error);
   return (
     <form
       aria-label={editing ? `Edit upstream ${editing.name}` : 'Add an upstream'}

@@ -1,18 +1,16 @@
 // Usage records: filters (city, user, model, status, dates), cursor pages and a CSV export of
-// every record that matches (fetched page by page from usage/list).
+// every record that matches (streamed by usage/export); a record's request log (when one was
+// kept: REQUEST_LOG) opens beneath it.
 import { useState } from 'preact/hooks';
-import { get, type Page, type UsageRecord } from '../api.ts';
+import { get, request, type Page, type UsageRecord } from '../api.ts';
 import { useCities } from '../cities.ts';
 import { Badge, Empty, ErrorBox, ms, num, PageHead, Show, useAction, useLoad, when } from '../ui.tsx';
+import { CityMargins } from './margins.tsx';
+import { RequestLogView } from './request-log.tsx';
 
 interface Filters { city_id: string; user_id: string; model: string; status: string; from: string; to: string }
 const EMPTY: Filters = { city_id: '', user_id: '', model: '', status: '', from: '', to: '' };
 
-const COLUMNS: (keyof UsageRecord)[] = ['created_at', 'request_id', 'city_id', 'user_id', 'model', 'mode', 'status', 'error_code', 'input_tokens', 'output_tokens', 'cached_tokens', 'images', 'seconds', 'credits', 'duration_ms', 'overhead_ms', 'estimated'];
-const csvCell = (v: unknown) => {
-  const s = v == null ? '' : String(v);
-  return /[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
-};
 
 /** The filters as usage/list wants them: `to` is exclusive, so the end date's whole day counts. */
 function query(f: Filters) {
@@ -29,6 +27,7 @@ export function Usage() {
   const page = useLoad(() => get<Page<UsageRecord>>('usage/list', { ...query(filters), cursor, limit: 50 }), [filters, cursor]);
   const exp = useAction();
   const [exported, setExported] = useState<string | null>(null);
+  const [opened, setOpened] = useState<string | null>(null); // the usage record whose request log is shown
 
   const set = (k: keyof Filters) => (e: Event) => setDraft({ ...draft, [k]: (e.currentTarget as HTMLInputElement).value });
   const apply = (f: Filters) => {
@@ -37,24 +36,20 @@ export function Usage() {
     setCursors([]);
   };
 
+  // The gateway streams the CSV (usage/export, page by page); the browser saves it as a file.
   const exportCsv = () =>
     exp.run(async () => {
-      const rows: UsageRecord[] = [];
-      let c: string | undefined;
-      do {
-        const p = await get<Page<UsageRecord>>('usage/list', { ...query(filters), cursor: c, limit: 200 });
-        rows.push(...p.items);
-        c = p.next_cursor ?? undefined;
-      } while (c && rows.length < 100_000);
-      const text = [COLUMNS.join(','), ...rows.map((r) => COLUMNS.map((k) => csvCell(r[k])).join(','))].join('\r\n') + '\r\n';
+      const res = await request('GET', 'usage/export', { query: { ...query(filters), format: 'csv' } });
+      const blob = await res.blob();
+      const name = /filename="([^"]+)"/.exec(res.headers.get('content-disposition') ?? '')?.[1] ?? 'citygate-usage.csv';
       const a = document.createElement('a');
-      a.href = URL.createObjectURL(new Blob([text], { type: 'text/csv' }));
-      a.download = `citygate-usage-${new Date().toISOString().slice(0, 10)}.csv`;
+      a.href = URL.createObjectURL(blob);
+      a.download = name;
       document.body.append(a);
       a.click();
       a.remove();
       setTimeout(() => URL.revokeObjectURL(a.href), 10_000);
-      setExported(`Exported ${num(rows.length)} records.`);
+      setExported(`Exported ${name} (${num(blob.size)} bytes).`);
     });
 
   return (
@@ -92,6 +87,7 @@ export function Usage() {
         <button type="submit">Apply filters</button>{' '}
         <button type="button" class="secondary outline" onClick={() => (setDraft(EMPTY), apply(EMPTY))}>Clear</button>
       </form>
+      <CityMargins from={filters.from || undefined} to={filters.to || undefined} city={filters.city_id || undefined} />
       <ErrorBox error={exp.error} />
       {exported && <p role="status" class="ok">{exported}</p>}
       <Show load={page}>
@@ -105,21 +101,32 @@ export function Usage() {
               <div class="table-wrap">
                 <table class="striped" data-testid="usage-table">
                   <thead>
-                    <tr><th>When</th><th>City / user</th><th>Model</th><th>Status</th><th class="num">Tokens in / out</th><th class="num">Credits</th><th class="num">Duration</th><th class="num">Overhead</th></tr>
+                    <tr><th>When</th><th>City / user</th><th>Model</th><th>Status</th><th class="num">Tokens in / out</th><th class="num" title="Prompt-cache tokens, both part of the input: read from the cache / written to it">Cache read / write</th><th class="num">Credits</th><th class="num">Duration</th><th class="num">Overhead</th><th aria-label="Request log" /></tr>
                   </thead>
                   <tbody>
-                    {p.items.map((u) => (
-                      <tr key={u.usage_id}>
+                    {p.items.map((u) => [
+                      <tr key={u.usage_id} class={opened === u.usage_id ? 'selected' : undefined}>
                         <td>{when(u.created_at)}</td>
                         <td>{u.city_id ?? '—'} / {u.user_id ?? '—'}</td>
-                        <td>{u.model} <small class="muted">{u.mode}</small></td>
-                        <td><Badge status={u.status} />{u.error_code && <small> {u.error_code}</small>}</td>
+                        <td>{u.model} <small class="muted">{u.mode}</small>{u.alias && <div><small class="muted">as {u.alias}</small></div>}</td>
+                        <td><Badge status={u.status} />{u.error_code && <small> {u.error_code}</small>}{u.note && <small class="muted"> {u.note}</small>}</td>
                         <td class="num" title={u.estimated ? 'estimated: the upstream reported no usage' : undefined}>{u.estimated ? '~' : ''}{num(u.input_tokens)} / {num(u.output_tokens)}</td>
-                        <td class="num">{num(u.credits)}</td>
+                        <td class="num" title={u.cache_write_1h_tokens ? `${num(u.cache_write_1h_tokens)} of the writes to the 1-hour cache` : undefined}>{num(u.cached_tokens)} / {num(u.cache_write_tokens ?? 0)}</td>
+                        <td class="num" data-testid="credits">{num(u.credits)}{u.margin_credits ? <div><small class="muted">margin {num(u.margin_credits)}</small></div> : null}</td>
                         <td class="num">{ms(u.duration_ms)}</td>
                         <td class="num">{ms(u.overhead_ms)}</td>
-                      </tr>
-                    ))}
+                        <td>
+                          <button type="button" class="secondary outline auto small nowrap" aria-expanded={opened === u.usage_id} onClick={() => setOpened(opened === u.usage_id ? null : u.usage_id)}>
+                            {opened === u.usage_id ? 'Hide log' : 'Log'}
+                          </button>
+                        </td>
+                      </tr>,
+                      opened === u.usage_id && (
+                        <tr key={`${u.usage_id}-log`}>
+                          <td colSpan={10}><RequestLogView usageId={u.usage_id} /></td>
+                        </tr>
+                      ),
+                    ])}
                   </tbody>
                 </table>
               </div>

@@ -48,6 +48,8 @@ export function wranglerConfig(decl: Declaration, res: ResolvedResources, opts: 
       producers: [{ binding: queue.binding, queue: queue.name }],
       consumers: [{ queue: queue.name, max_batch_size: 10, max_batch_timeout: 2, max_retries: 5 }],
     },
+    // housekeeping off the request path (usage retention): the Worker's scheduled handler
+    triggers: { crons: ['17 * * * *'] },
     ...(storage ? { r2_buckets: [{ binding: storage.binding, bucket_name: storage.name }] } : {}),
     // Only files that exist are served from assets; every other path (all of /v1) runs the Worker.
     ...(opts.consoleDir ? { assets: { directory: opts.consoleDir, html_handling: 'auto-trailing-slash', not_found_handling: 'none' } } : {}),

@@ -4,8 +4,10 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { DatabaseSync, type StatementSync } from 'node:sqlite';
+import { Worker } from 'node:worker_threads';
 import { Kysely, SqliteDialect, type SqliteDatabase, type SqliteStatement } from 'kysely';
-import { compile, type BatchResult, type Db, type Statement } from '../database.ts';
+import { compile, type BatchResult, type Db, type RepeatDelete, type Statement } from '../database.ts';
+import type { DeleteJob } from './node-sqlite-delete-worker.ts';
 import type { Schema } from '../schema.ts';
 
 const STATEMENT_CACHE_SIZE = 256;
@@ -33,7 +35,7 @@ class NodeSqliteAdapter implements SqliteDatabase {
     const stmt = this.statement(sql);
     const params = (p: ReadonlyArray<unknown>) => p.map(toSqlite) as never[];
     return {
-      reader: stmt.columns().length > 0,
+      reader: stepsToTheEnd(sql, stmt),
       all: (p) => stmt.all(...params(p)),
       run: (p) => stmt.run(...params(p)),
       iterate: (p) => stmt.iterate(...params(p)) as IterableIterator<unknown>,
@@ -46,6 +48,14 @@ class NodeSqliteAdapter implements SqliteDatabase {
   }
 }
 
+/**
+ * Whether a statement is read with all(): any that returns columns, and every PRAGMA: run()
+ * steps a statement once, and `PRAGMA incremental_vacuum(N)` frees one page per step.
+ */
+function stepsToTheEnd(sql: string, stmt: StatementSync): boolean {
+  return stmt.columns().length > 0 || /^\s*PRAGMA\b/i.test(sql);
+}
+
 /** node:sqlite binds neither booleans nor undefined. */
 function toSqlite(v: unknown): unknown {
   if (typeof v === 'boolean') return v ? 1 : 0;
@@ -56,11 +66,15 @@ function toSqlite(v: unknown): unknown {
 export function openNodeSqlite(path: string): Db {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const raw = new DatabaseSync(path, { timeout: 10_000 });
+  // A new file frees the pages of pruned usage back to the file system (usage/retention.ts);
+  // an existing file keeps its mode until a VACUUM (docs/usage.md).
+  raw.exec('PRAGMA auto_vacuum = INCREMENTAL');
   raw.exec('PRAGMA journal_mode = WAL');
   raw.exec('PRAGMA synchronous = NORMAL');
   raw.exec('PRAGMA foreign_keys = ON');
   const adapter = new NodeSqliteAdapter(raw);
   const kysely = new Kysely<Schema>({ dialect: new SqliteDialect({ database: adapter }) });
+  const running: Running = new Set();
 
   return {
     kysely,
@@ -73,7 +87,7 @@ export function openNodeSqlite(path: string): Db {
         for (const { sql, parameters } of compiled) {
           const stmt = adapter.statement(sql);
           const args = parameters.map(toSqlite) as never[];
-          if (stmt.columns().length > 0) {
+          if (stepsToTheEnd(sql, stmt)) {
             const rows = stmt.all(...args) as Record<string, unknown>[];
             results.push({ rows, changes: rows.length });
           } else {
@@ -87,8 +101,41 @@ export function openNodeSqlite(path: string): Db {
       }
       return results;
     },
+    ...(path === ':memory:' ? {} : { repeatDelete: (q: Statement, opts: RepeatDelete) => deleteOffLoop(path, q, opts, running) }),
     async close() {
+      await Promise.all([...running].map((stop) => stop()));
       await kysely.destroy();
     },
   };
+}
+
+/** Each running delete worker's stop (which resolves once it has exited). */
+type Running = Set<() => Promise<void>>;
+
+/** repeatDelete(): node-sqlite-delete-worker.ts on a thread of its own, with its own connection to `path`. */
+function deleteOffLoop(path: string, q: Statement, opts: RepeatDelete, running: Running): Promise<number> {
+  const { sql, parameters } = compile(q);
+  const stop = new Int32Array(new SharedArrayBuffer(4));
+  const job: DeleteJob = { path, sql, parameters: parameters.map(toSqlite) as DeleteJob['parameters'], batch: opts.batch, pace: opts.pace, after: opts.after, stop };
+  const worker = new Worker(new URL('./node-sqlite-delete-worker.ts', import.meta.url), { workerData: job });
+  const exited = new Promise<void>((r) => worker.once('exit', () => r()));
+  const stopNow = () => {
+    Atomics.store(stop, 0, 1);
+    return exited;
+  };
+  running.add(stopNow);
+  const poll = setInterval(() => opts.stopped?.() && Atomics.store(stop, 0, 1), 50);
+  return new Promise<number>((resolve, reject) => {
+    let deleted = 0;
+    worker.on('message', (m: { deleted: number; done?: boolean; error?: { message: string; code?: string } }) => {
+      deleted = m.deleted;
+      if (m.error) reject(Object.assign(new Error(m.error.message), { code: m.error.code }));
+      else if (m.done) resolve(deleted);
+    });
+    worker.on('error', reject);
+    void exited.then(() => resolve(deleted)); // settled already, unless it exited early
+  }).finally(() => {
+    clearInterval(poll);
+    running.delete(stopNow);
+  });
 }

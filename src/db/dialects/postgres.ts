@@ -24,7 +24,11 @@ export interface PostgresOptions {
   poolSize?: number;
   /** Longest a statement may run, ms (DATABASE_STATEMENT_TIMEOUT_MS, default 30 000). */
   statementTimeoutMs?: number;
+  /** Longest a new connection may take to open, ms (default 5000). */
+  connectTimeoutMs?: number;
 }
+
+const ignore = () => {};
 
 const INT8 = 20;
 const NUMERIC = 1700;
@@ -114,10 +118,19 @@ export function openPostgres(url: string, opts: PostgresOptions = {}): Db {
     max: opts.poolSize ?? 10,
     statement_timeout: opts.statementTimeoutMs ?? 30_000,
     idleTimeoutMillis: 30_000,
+    // A server that does not answer the connect at all (a network cut, not a refusal) fails the
+    // call after this rather than holding it.
+    connectionTimeoutMillis: opts.connectTimeoutMs ?? 5000,
     types,
   } as pg.PoolConfig);
-  // An idle client losing its connection (a database restart) must not crash the process.
-  pool.on('error', () => {});
+  // A client losing its connection (a database restart, a failover, an admin shutdown) must
+  // never crash the process: pg emits 'error' on the client, and pg-pool listens only while the
+  // client is idle in the pool. So every client gets a listener of its own for its whole life.
+  // The query in flight fails on its own (the caller answers 503, see db/unavailable.ts); the
+  // broken client is dropped on release (it is no longer queryable) and the pool opens fresh
+  // ones once the server is back.
+  pool.on('error', ignore);
+  pool.on('connect', (client) => client.on('error', ignore));
   const kysely = new Kysely<Schema>({ dialect: new PostgresDialect({ pool }) });
 
   async function runBatch(client: pg.PoolClient, compiled: CompiledQuery[]): Promise<BatchResult[]> {

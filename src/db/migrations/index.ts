@@ -11,6 +11,14 @@ import type { Kysely } from 'kysely';
 import type { Statement } from '../database.ts';
 import security from './060_security.ts';
 import leases from './070_leases.ts';
+import leaseFlushes from './080_lease_flushes.ts';
+import cacheWrites from './082_cache_writes.ts';
+import models from './083_models.ts';
+import usageHourly from './084_usage_hourly.ts';
+import usageListIndexes from './085_usage_list_indexes.ts';
+import requestLogs from './086_request_logs.ts';
+import usagePartitions from './088_usage_partitions.ts';
+import webhooks from './090_webhooks.ts';
 
 /** One statement: portable SQL (translated for PostgreSQL by dialects/postgres-ddl.ts), or both texts. */
 export type MigrationStatement = string | { sqlite: string; postgres: string };
@@ -31,4 +39,12 @@ export const migrations: Migration[] = [
   { name: '040_upstreams', statements: upstreams },
   { name: '060_security', statements: security },
   { name: '070_leases', statements: leases },
+  { name: '080_lease_flushes', statements: leaseFlushes },
+  { name: '082_cache_writes', statements: cacheWrites },
+  { name: '083_models', statements: models },
+  { name: '084_usage_hourly', statements: usageHourly },
+  { name: '085_usage_list_indexes', statements: usageListIndexes },
+  { name: '086_request_logs', statements: requestLogs },
+  { name: '088_usage_partitions', statements: usagePartitions },
+  { name: '090_webhooks', statements: webhooks },
 ];

@@ -5,9 +5,12 @@
 //   - forks N workers and prints one "listening" line once all of them listen;
 //   - restarts a worker that dies (after a short back-off when it dies young, so a worker that
 //     cannot start does not spin the CPU; when workers keep dying before any listened, it exits 1);
-//   - on SIGTERM/SIGINT, stops restarting and sends SIGTERM to every worker, which stops
-//     accepting, finishes its requests and writes its buffered usage records; then exits. A
+//   - on SIGTERM/SIGINT, stops restarting and sends SIGTERM to every worker, which drains as
+//     one process does (server.ts: readiness false, Connection: close, in-flight work up to
+//     SHUTDOWN_TIMEOUT_MS, then usage, charges and leases written); a worker still alive
+//     SHUTDOWN_TIMEOUT_MS + 20 s later is killed, and then the primary exits 1, else 0. A
 //     worker whose primary disappears (SIGKILL) stops itself the same way.
+//   - at boot, the primary (not each worker) waits for PostgreSQL (DATABASE_CONNECT_TIMEOUT_S).
 //
 // Cross-worker hook: askWorkers(type, payload) in the primary sends one IPC message to every
 // worker and collects their answers (answerPrimary(type, handler) in the worker registers the
@@ -22,7 +25,8 @@ const READY = 'citygate:listening';
 const ASK = 'citygate:ask';
 const ANSWER = 'citygate:answer';
 const YOUNG_MS = 5000;
-const STOP_TIMEOUT_MS = 20_000;
+/** Beyond SHUTDOWN_TIMEOUT_MS: what a worker's final writes may take before it is killed. */
+const STOP_GRACE_MS = 20_000;
 
 interface Msg {
   type?: string;
@@ -36,9 +40,9 @@ interface Msg {
 }
 
 export interface Primary {
-  /** Resolves when every worker has exited after a stop. */
-  stopped: Promise<void>;
-  stop(signal?: NodeJS.Signals): Promise<void>;
+  /** Resolves when every worker has exited after a stop: true when each stopped by itself, false when one was killed. */
+  stopped: Promise<boolean>;
+  stop(signal?: NodeJS.Signals): Promise<boolean>;
 }
 
 /** The primary of GATEWAY_WORKERS: forks, restarts, stops. */
@@ -49,8 +53,10 @@ export function startPrimary(config: NodeConfig, opts: { installSignals?: boolea
   let announced = false;
   let deadBeforeReady = 0;
   const ready = new Set<Worker>();
-  let resolveStopped!: () => void;
-  const stopped = new Promise<void>((r) => (resolveStopped = r));
+  let killed = 0;
+  let unclean = 0;
+  let resolveStopped!: (clean: boolean) => void;
+  const stopped = new Promise<boolean>((r) => (resolveStopped = r));
 
   const fork = () => {
     const w = cluster.fork({ CITYGATE_CLUSTER_WORKER: '1' });
@@ -71,13 +77,17 @@ export function startPrimary(config: NodeConfig, opts: { installSignals?: boolea
     born.delete(w);
     ready.delete(w);
     if (stopping) {
-      if (born.size === 0) resolveStopped();
+      if (code !== 0) {
+        unclean++;
+        out(`citygate: worker ${w.process.pid} exited (${signal ?? code}) while stopping`);
+      }
+      if (born.size === 0) resolveStopped(killed === 0 && unclean === 0);
       return;
     }
     if (!announced && ++deadBeforeReady >= config.workers + 2) {
       // No worker ever started (an unreachable database, a bad setting): do not spin; fail like one process would.
       out(`citygate: workers exit before listening (last: ${signal ?? code}); giving up`);
-      stop('SIGTERM').then(() => process.exit(1));
+      void stop('SIGTERM').then(() => process.exit(1));
       return;
     }
     out(`citygate: worker ${w.process.pid} exited (${signal ?? code}); starting another`);
@@ -92,23 +102,28 @@ export function startPrimary(config: NodeConfig, opts: { installSignals?: boolea
   const stop = async (signal: NodeJS.Signals = 'SIGTERM') => {
     if (!stopping) {
       stopping = true;
-      if (born.size === 0) resolveStopped();
+      if (born.size === 0) resolveStopped(true);
       for (const w of born.keys()) w.process.kill(signal);
       const force = setTimeout(() => {
-        for (const w of born.keys()) w.process.kill('SIGKILL');
-      }, STOP_TIMEOUT_MS);
+        for (const w of born.keys()) {
+          killed++;
+          out(`citygate: worker ${w.process.pid} did not stop in time; killing it`);
+          w.process.kill('SIGKILL');
+        }
+      }, config.shutdownTimeoutMs + STOP_GRACE_MS);
       force.unref();
     }
-    await stopped;
+    return stopped;
   };
 
   if (opts.installSignals) {
     const onSignal = (sig: NodeJS.Signals) => {
-      out(`citygate: ${sig}: stopping ${born.size} workers`);
-      stop('SIGTERM').then(() => process.exit(0));
+      if (stopping) return; // the drain is under way (a second Ctrl-C or SIGTERM changes nothing)
+      out(`citygate: ${sig}: draining ${born.size} workers`);
+      void stop('SIGTERM').then((clean) => process.exit(clean ? 0 : 1));
     };
-    process.once('SIGTERM', () => onSignal('SIGTERM'));
-    process.once('SIGINT', () => onSignal('SIGINT'));
+    process.on('SIGTERM', () => onSignal('SIGTERM'));
+    process.on('SIGINT', () => onSignal('SIGINT'));
   }
   return { stopped, stop };
 }

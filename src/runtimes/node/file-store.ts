@@ -1,6 +1,6 @@
 // Generated media on Node: files under a local directory, served by the gateway at
 // /v1/ai/files/<key> (keys are unguessable). The content type is kept beside each file.
-import { mkdir, readFile, writeFile, rename } from 'node:fs/promises';
+import { mkdir, readFile, rename, rm, rmdir, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve, sep } from 'node:path';
 import type { BlobStore, StoredObject } from '../../kernel/storage.ts';
 
@@ -33,6 +33,18 @@ export class LocalFileStore implements BlobStore {
       if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
       throw e;
     }
+  }
+
+  async delete(keys: string[]): Promise<void> {
+    const dirs = new Set<string>();
+    for (const key of keys) {
+      const p = this.#path(key);
+      await rm(p, { force: true });
+      await rm(`${p}.type`, { force: true });
+      dirs.add(dirname(p));
+    }
+    // a directory left empty goes too (request logs keep one per day); a full one stays
+    for (const d of dirs) if (d !== this.root) await rmdir(d).catch(() => {});
   }
 
   publicUrl(): string | null {

@@ -103,7 +103,7 @@ export class NodeJobRunner implements JobQueue {
         }
       } while (this.#again && !this.#stopped);
     } catch (e) {
-      this.log('error', 'job runner: claiming failed', { error: String(e) });
+      if (!this.#gateway?.context.databaseDown(e)) this.log('error', 'job runner: claiming failed', { error: String(e) });
     } finally {
       this.#ticking = false;
       if (!this.#stopped) {

@@ -3,7 +3,7 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { AiConfig } from '../../services/ai/registry.ts';
+import type { AiConfig } from '../../services/ai/catalog/registry.ts';
 
 export interface ProjectConfig {
   ai?: AiConfig;

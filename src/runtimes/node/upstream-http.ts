@@ -9,6 +9,7 @@
 // a stream chunk by chunk, and neither needs a Node stream in between).
 import { Agent, errors, type Dispatcher } from 'undici';
 import type { AbortSource, UpstreamHttp, UpstreamRequest, UpstreamResponse } from '../../kernel/http.ts';
+import { closeGuardedAgents, guardedFetch } from './outbound-fetch.ts';
 
 export interface UndiciHttpOptions {
   /** Sockets per upstream origin. */
@@ -27,8 +28,9 @@ export function undiciHttp(opts: UndiciHttpOptions = {}): UpstreamHttp & { close
   });
   return {
     fetch: (...a) => fetch(...a),
+    untrusted: guardedFetch,
     request: (r) => new Promise((resolve, reject) => new Call(agent, r, resolve, reject)),
-    close: () => agent.close(),
+    close: () => Promise.all([agent.close(), closeGuardedAgents()]).then(() => {}),
   };
 }
 
@@ -65,6 +67,8 @@ class Call implements Dispatcher.DispatchHandler, UpstreamResponse {
   #reject: ((e: unknown) => void) | null;
   #controller: Dispatcher.DispatchController | null = null;
   #source: AbortSource | AbortSignal | null = null;
+  /** Told of every chunk (a stream's idle deadline). */
+  #progress: AbortSource | null = null;
   #onAbort: (() => void) | null = null;
   #chunks: Uint8Array[] = [];
   #queued = 0;
@@ -88,7 +92,10 @@ class Call implements Dispatcher.DispatchHandler, UpstreamResponse {
     if (source) {
       this.#onAbort = () => this.#abort(source.reason);
       this.#source = source;
-      if (r.abort) r.abort.once('abort', this.#onAbort);
+      if (r.abort) {
+        r.abort.once('abort', this.#onAbort);
+        if (r.abort.touch) this.#progress = r.abort;
+      }
       else r.signal!.addEventListener('abort', this.#onAbort, { once: true });
     }
     try {
@@ -130,7 +137,10 @@ class Call implements Dispatcher.DispatchHandler, UpstreamResponse {
       const chunk = this.#chunks.shift();
       if (chunk) {
         this.#queued -= chunk.byteLength;
-        if (this.#controller?.paused && this.#queued < HIGH_WATER_BYTES) this.#controller.resume();
+        if (this.#controller?.paused && this.#queued < HIGH_WATER_BYTES) {
+          this.#controller.resume();
+          this.#progress?.touch!(); // waiting on the upstream again: the idle deadline counts from now
+        }
         return { done: false, value: chunk };
       }
       if (this.#failed) throw this.#failed.error;
@@ -181,9 +191,13 @@ class Call implements Dispatcher.DispatchHandler, UpstreamResponse {
   }
 
   onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.#progress?.touch!();
     this.#chunks.push(chunk);
     this.#queued += chunk.byteLength;
-    if (this.#queued >= HIGH_WATER_BYTES && !this.#whole && this.#wake === null) controller.pause();
+    if (this.#queued >= HIGH_WATER_BYTES && !this.#whole && this.#wake === null) {
+      controller.pause();
+      this.#progress?.hold?.(); // the client is slow, not the upstream: no idle deadline meanwhile
+    }
     this.#notify();
   }
 

@@ -11,7 +11,7 @@ import { createGateway, type Gateway } from '../../kernel/gateway.ts';
 import type { JobMessage } from '../../kernel/jobs.ts';
 import { jsonLogger, type Logger } from '../../kernel/log.ts';
 import type { ServiceDef } from '../../kernel/service.ts';
-import type { AiConfig } from '../../services/ai/registry.ts';
+import type { AiConfig } from '../../services/ai/catalog/registry.ts';
 import { AI_CONFIG } from '../../services/ai/state.ts';
 import { selectServices, stockServices } from '../../services/index.ts';
 import { readWorkerConfig, varsOf } from './config.ts';
@@ -30,6 +30,8 @@ export interface WorkerOptions {
 export interface GatewayWorker {
   fetch(req: Request, env: WorkerEnv, ctx: ExecutionContext): Promise<Response>;
   queue(batch: MessageBatch, env: WorkerEnv, ctx: ExecutionContext): Promise<void>;
+  /** Cron triggers (the deploy declares one): the services' housekeeping, e.g. usage retention. */
+  scheduled(controller: unknown, env: WorkerEnv, ctx: ExecutionContext): Promise<void>;
 }
 
 function binding<T>(env: WorkerEnv, name: string, what: string): T {
@@ -59,7 +61,7 @@ export function gatewayFromEnv(env: WorkerEnv, opts: WorkerOptions = {}): Gatewa
     // busy the isolate is with other requests.
     waitUntil: keepAlive,
     // A Worker never runs stop(): buffered writes (usage records) go out after each request.
-    config: { localLogin: cfg.localLogin, gracefulStop: false, ...(cfg.version ? { version: cfg.version } : {}) },
+    config: { localLogin: cfg.localLogin, gracefulStop: false, publicUrlFallback: 'request', ...(cfg.version ? { version: cfg.version } : {}) },
     // Secrets at rest: the Worker secret CITYGATE_MASTER_KEY (`citygate deploy` sets it once).
     // Cloudflare sets CF-Connecting-IP to the visitor's address (the socket's, for a Worker).
     socketIp: (req) => req.headers.get('cf-connecting-ip'),
@@ -94,6 +96,9 @@ export function createWorker(opts: WorkerOptions = {}): GatewayWorker {
     },
     async queue(batch, env) {
       await consumeBatch(gatewayFor(env), batch, queueOf(env));
+    },
+    async scheduled(_controller, env) {
+      await gatewayFor(env).maintain();
     },
   };
 }

@@ -22,6 +22,10 @@ export class R2BlobStore implements BlobStore {
     return { body: obj.body, contentType: obj.httpMetadata?.contentType ?? 'application/octet-stream', size: obj.size };
   }
 
+  async delete(keys: string[]): Promise<void> {
+    for (let i = 0; i < keys.length; i += 1000) await this.#bucket.delete(keys.slice(i, i + 1000)); // R2: 1000 keys per call
+  }
+
   publicUrl(key: string): string | null {
     return this.#publicPrefix ? `${this.#publicPrefix}/${key.split('/').map(encodeURIComponent).join('/')}` : null;
   }

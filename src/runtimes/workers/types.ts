@@ -33,6 +33,7 @@ export interface R2Object {
 export interface R2Bucket {
   put(key: string, value: Uint8Array | ArrayBuffer | string, options?: { httpMetadata?: { contentType?: string } }): Promise<unknown>;
   get(key: string): Promise<R2Object | null>;
+  delete(keys: string | string[]): Promise<void>;
 }
 
 /** The Worker's `env`: bindings (objects) and vars (strings). */

@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import type { GatewayContext } from '../../kernel/context.ts';
 import { newId } from '../../kernel/crypto.ts';
+import { decodeKeyCursor, encodeKeyCursor } from '../../kernel/cursor.ts';
 import { badRequest, forbidden } from '../../kernel/errors.ts';
 import { boundCity } from '../../kernel/identity.ts';
 import { action, defineService, pageQuery } from '../../kernel/service.ts';
@@ -17,6 +18,7 @@ import { CALLBACK_PATH, callbackUrl, handleCallback, readResult, startLogin } fr
 import { PROVIDERS, providerConfig } from './providers.ts';
 import { createHooks, localLoginEnabled, tokenTtlSeconds, type Hooks } from './settings.ts';
 import { ensureUser, getUser, identitiesOf, listUsers, toIdentity, toUser, type UserCursor } from './store.ts';
+import { publicOriginOrNull } from '../../kernel/public-url.ts';
 
 const hooksByGateway = new WeakMap<GatewayContext, ReturnType<typeof createHooks>>();
 function hooksOf(gw: GatewayContext): Hooks {
@@ -34,16 +36,12 @@ function noStore(body: unknown): Response {
 }
 
 function encodeCursor(c: UserCursor): string {
-  return btoa(JSON.stringify([c.created_at, c.city_id, c.user_id])).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+  return encodeKeyCursor([c.created_at, c.city_id, c.user_id]);
 }
 
 function decodeCursor(s: string): UserCursor {
-  try {
-    const [created_at, city_id, user_id] = JSON.parse(atob(s.replace(/-/g, '+').replace(/_/g, '/'))) as unknown[];
-    if (typeof created_at === 'number' && typeof city_id === 'string' && typeof user_id === 'string') return { created_at, city_id, user_id };
-  } catch {
-    /* fall through */
-  }
+  const [created_at, city_id, user_id] = decodeKeyCursor(s) ?? [];
+  if (typeof created_at === 'number' && typeof city_id === 'string' && typeof user_id === 'string') return { created_at, city_id, user_id };
   throw badRequest('invalid_cursor', 'cursor is not one this list returned.', 'cursor');
 }
 
@@ -96,7 +94,7 @@ export const accountsService = defineService({
             .filter((p) => providerConfig(gateway.env, p))
             .map((p) => ({ id: p.id, name: p.name, type: 'oauth', slot: p.slot })),
         ],
-        callback_url: callbackUrl(gateway, request),
+        callback_url: publicOriginOrNull(gateway, request) === null ? null : callbackUrl(gateway, request),
       }),
     }),
     login: action({
@@ -114,6 +112,11 @@ export const accountsService = defineService({
         if (!localLoginEnabled(gateway)) throw forbidden('local_login_disabled', 'Local login is disabled on this gateway (LOCAL_LOGIN=false).');
         const city = await requireCity(gateway, input.city_id);
         if (city.status === 'paused') throw forbidden('city_paused', 'This city is paused.');
+        // A user who has signed in through an OAuth provider is that person's account: local
+        // login never signs in as them (it would hand their credits to anyone on this port).
+        if (input.user_id && (await identitiesOf(gateway.db, input.city_id, input.user_id)).length) {
+          throw forbidden('oauth_user', 'This user signs in through an OAuth provider; local login cannot sign in as them.');
+        }
         const userId = input.user_id ?? newId('usr', 12);
         const created = await ensureUser(gateway.db, { cityId: input.city_id, userId, via: 'local', name: input.name, login: true });
         if (created) await hooksOf(gateway).userCreated({ city_id: input.city_id, user_id: userId, via: 'local', created_at: Date.now() });

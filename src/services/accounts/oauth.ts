@@ -21,6 +21,7 @@ import { LoginFailure, PROVIDERS, originOf, providerConfig, type ProviderConfig,
 import { claimState, deliverState, finishState, getState, insertState, pruneStates, type StateRow } from './states.ts';
 import { findOrCreateOAuthUser, type ProviderProfile } from './store.ts';
 import { tokenTtlSeconds, type Hooks } from './settings.ts';
+import { publicOriginOrNull } from '../../kernel/public-url.ts';
 
 export const CALLBACK_PATH = '/v1/accounts/oauth/callback';
 const UPSTREAM_TIMEOUT_MS = 15_000;
@@ -45,7 +46,9 @@ export function returnToAllowed(gw: GatewayContext, req: Request | undefined, re
     return null;
   }
   if ((url.protocol !== 'https:' && url.protocol !== 'http:') || url.username || url.password) return null;
-  const allowed = new Set([gw.publicOrigin(req)]);
+  const allowed = new Set<string>();
+  const origin = publicOriginOrNull(gw, req); // a callback must still answer without it
+  if (origin) allowed.add(origin);
   for (const o of (gw.env.get('OAUTH_ALLOWED_RETURN_ORIGINS') ?? '').split(',')) {
     const t = o.trim();
     if (!t) continue;
@@ -70,6 +73,7 @@ export async function startLogin(
   }
   const city = await requireCity(gw, input.city_id);
   if (city.status === 'paused') throw forbidden('city_paused', 'This city is paused.');
+  const redirectUri = callbackUrl(gw, req); // 503 when the public URL is not known
   let returnTo: string | null = null;
   if (input.return_to !== undefined) {
     const url = returnToAllowed(gw, req, input.return_to);
@@ -80,7 +84,6 @@ export async function startLogin(
   }
   const state = generateState();
   const verifier = generateCodeVerifier();
-  const redirectUri = callbackUrl(gw, req);
   const expiresAt = Date.now() + stateTtlMs(gw);
   await insertState(gw.db, {
     stateHash: await sha256Hex(state),

@@ -1,5 +1,6 @@
 // Users and their OAuth identities. No interactive transactions: every write that must be
 // atomic is one statement or one batch, so concurrent logins of one person converge.
+import { eventStatement } from '../webhooks/events.ts';
 import { sql } from 'kysely';
 import type { Db } from '../../db/database.ts';
 import type { UserIdentitiesTable, UsersTable } from '../../db/schema.ts';
@@ -78,24 +79,33 @@ export async function ensureUser(
   a: { cityId: string; userId: string; via: UserOrigin; name?: string | null; login?: boolean },
 ): Promise<boolean> {
   const t = Date.now();
-  const res = await db.kysely
-    .insertInto('users')
-    .values({
-      city_id: a.cityId,
-      user_id: a.userId,
-      name: a.name ?? null,
-      email: null,
-      email_verified: 0,
-      avatar_url: null,
-      verified_email: null,
-      created_via: a.via,
-      created_at: t,
-      updated_at: t,
-      last_login_at: a.login ? t : null,
-    })
-    .onConflict((oc) => oc.columns(['city_id', 'user_id']).doNothing())
-    .executeTakeFirst();
-  const created = Number(res.numInsertedOrUpdatedRows ?? 0) > 0;
+  const [res] = await db.batch([
+    db.kysely
+      .insertInto('users')
+      .values({
+        city_id: a.cityId,
+        user_id: a.userId,
+        name: a.name ?? null,
+        email: null,
+        email_verified: 0,
+        avatar_url: null,
+        verified_email: null,
+        created_via: a.via,
+        created_at: t,
+        updated_at: t,
+        last_login_at: a.login ? t : null,
+      })
+      .onConflict((oc) => oc.columns(['city_id', 'user_id']).doNothing()),
+    eventStatement(db, {
+      type: 'user.created',
+      cityId: a.cityId,
+      userId: a.userId,
+      data: { provider: a.via, name: a.name ?? null },
+      at: t,
+      when: sql`EXISTS (SELECT 1 FROM users WHERE city_id = ${a.cityId} AND user_id = ${a.userId} AND created_at = ${t} AND created_via = ${a.via})`,
+    }),
+  ]);
+  const created = res.changes > 0;
   if (!created && a.login) {
     await db.kysely
       .updateTable('users')
@@ -175,6 +185,14 @@ export async function findOrCreateOAuthUser(
                CAST(${t} AS BIGINT), CAST(${t} AS BIGINT), CAST(${t} AS BIGINT)
         WHERE EXISTS (SELECT 1 FROM user_identities WHERE city_id = ${cityId} AND provider = ${p.provider} AND provider_user_id = ${p.providerUserId} AND user_id = ${userId})
         ON CONFLICT (city_id, user_id) DO NOTHING`.compile(db.kysely),
+    eventStatement(db, {
+      type: 'user.created',
+      cityId,
+      userId,
+      data: { provider: p.provider, name: p.name, email: p.email, email_verified: p.emailVerified },
+      at: t,
+      when: sql`EXISTS (SELECT 1 FROM users WHERE city_id = ${cityId} AND user_id = ${userId} AND created_at = ${t} AND created_via = ${p.provider})`,
+    }),
   ]);
   if (identity.changes === 0) {
     // Another login of the same person won the race: use the user it created.

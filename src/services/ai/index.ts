@@ -1,26 +1,30 @@
 // ai: the model catalog, text, UI-message streams, the Chat Completions endpoint, image and
-// video jobs, speech. Models live in the registry (registry.ts); provider adapters in
-// providers/; money and metering around every call in meter.ts.
+// video jobs, speech. Models live in catalog/ (registry, prices, resolve); the upstream side in upstream/, routing/ and
+// providers/; media/ (speech, image and video jobs); money and metering around every call in meter.ts.
+import { logChat, logMessages, logResponses, logUiStream, logWhole } from './request-log.ts';
+import { addSecretSource } from '../../kernel/redact.ts';
 import { z } from 'zod';
 import { notFound } from '../../kernel/errors.ts';
 import { action, defineService } from '../../kernel/service.ts';
 import { chatCompletions, chatInput } from './chat/index.ts';
-import { embeddings, embeddingsInput } from './embeddings.ts';
+import { embeddings, embeddingsInput } from './embeddings/index.ts';
 import { responses, responsesInput } from './responses/index.ts';
 import { anthropicError, countTokens, countTokensInput, messages, messagesInput } from './messages/index.ts';
-import { imageCreate, imageCreateInput, imageResult, jobIdInput, runImage, runVideo, video, videoInput } from './jobs.ts';
-import { asr, ASR_MAX_BYTES, asrJson, tts, ttsInput } from './media.ts';
-import { modesOf, priceSourceOf, pricesOf } from './prices.ts';
+import { imageCreate, imageCreateInput, imageResult, jobIdInput, runImage, runVideo, video, videoInput } from './media/jobs.ts';
+import { asr, ASR_MAX_BYTES, asrJson, tts, ttsInput } from './media/speech.ts';
+import { modesOf, priceSourceOf, pricesOf } from './catalog/prices.ts';
 import { registryOf } from './state.ts';
-import { allModels, unavailableReason } from './resolve.ts';
+import { allModels, callerCity, unavailableReason } from './catalog/resolve.ts';
+import { cityAllows, cityPrices } from './catalog/city-prices.ts';
+import { modelActions } from './catalog/model-actions.ts';
 import { upstreamActions } from './routing/actions.ts';
 import { candidatesOf } from './routing/route.ts';
 import { upstreamTableOf } from './routing/upstreams.ts';
-import { stream, text, textInput } from './text.ts';
+import { stream, text, textInput } from './text/index.ts';
 
-export { priceOf, pricesOf } from './prices.ts';
+export { priceOf, pricesOf } from './catalog/prices.ts';
 export { AI_CONFIG } from './state.ts';
-export type { AiConfig, ModelDef, ProviderSlot, Mode } from './registry.ts';
+export type { AiConfig, ModelDef, ProviderSlot, Mode } from './catalog/registry.ts';
 
 const callers = ['user', 'admin'] as ('user' | 'admin')[];
 /** Errors of calls that reach an upstream (for the API reference). */
@@ -46,12 +50,13 @@ const modelEntry = z
   .object({ id: z.string(), name: z.string(), description: z.string(), modalities: z.array(z.string()), tags: z.array(z.string()), meta: z.record(z.string(), z.unknown()) })
   .loose();
 
-const openaiModel = z.object({ id: z.string(), object: z.literal('model'), created: z.number(), owned_by: z.string() });
+const openaiModel = z.object({ id: z.string(), object: z.literal('model'), created: z.number(), owned_by: z.string() }).loose();
 
 // The Messages API as the Anthropic SDK and Claude Code call it: the user token as a bearer
 // token or as x-api-key, errors in Anthropic's shape. Served at /v1/ai/messages and at
 // /v1/ai/v1/messages (those clients append /v1/messages to their base URL).
 const messagesAction = action({
+  requestLog: logMessages,
   method: 'POST',
   auth: callers,
   input: messagesInput,
@@ -92,13 +97,16 @@ export const aiService = defineService({
     { key: 'MODEL_PRICES', description: 'JSON price overrides by model id (credits; 1 USD = 1,000,000)', required: false },
     { key: 'MODEL_MODES', description: 'JSON: model id → the modes callers may use (narrows the registered ones)', required: false },
     { key: 'AI_UPSTREAM_TIMEOUT_MS', description: 'Upstream deadline in ms (default 120000): per attempt, to the first byte for streams', required: false },
+    { key: 'AI_STREAM_IDLE_TIMEOUT_MS', description: 'A stream that gets no byte from its upstream for this long is ended with an error event and charged by the estimate (default 60000; 0: no limit)', required: false },
     { key: 'AI_MAX_ATTEMPTS', description: 'Upstream attempts per call, retries and fallbacks included (default 3)', required: false },
     { key: 'AI_COOLDOWN_FAILURES', description: 'Consecutive failures after which an upstream cools down (default 3)', required: false },
     { key: 'AI_COOLDOWN_MS', description: 'Cooldown of a failing upstream in ms, then one probe call (default 30000)', required: false },
     { key: 'AI_RETRY_BACKOFF_MS', description: 'Base of the jittered exponential backoff between attempts (default 100)', required: false },
+    { key: 'AI_HOSTED_TOOLS', description: "Hosted tools (web_search, Anthropic server tools) on an upstream that cannot run them: 'drop' (default: left out, named in x-citygate-dropped-tools and the usage record's note) or 'reject' (400 naming the tool)", required: false },
     { key: 'AI_RETRY_AFTER_MAX_MS', description: 'Longest Retry-After or cooldown a call waits for before giving up (default 10000)', required: false },
   ],
   init(gw) {
+    addSecretSource(() => upstreamTableOf(gw).rows.map((u) => u.apiKey)); // kept out of relayed upstream text
     const reg = registryOf(gw); // builds the registry now: a bad citygate.config.ts fails the boot, not a request
     if (gw.services.has('balance')) {
       // Charging is on: a model without a price is free to call, which an operator should know.
@@ -111,26 +119,29 @@ export const aiService = defineService({
     models: action({
       method: 'GET',
       auth: ['user', 'admin', 'bureau'],
-      summary: 'Model catalog (callable models; the admin sees every registered model), also as an OpenAI model list',
+      summary:
+        "Model catalog (callable models, at the caller's city's prices, within its allow-list; the admin sees every registered model at base prices), also as an OpenAI model list",
       output: z.object({ items: z.array(modelEntry), object: z.literal('list'), data: z.array(openaiModel) }),
       handler: async ({ gateway: gw, identity }) => {
         await upstreamTableOf(gw).fresh();
         const reg = registryOf(gw);
         const admin = identity.kind === 'admin';
+        const city = await callerCity(gw, identity);
         const items = [];
         const data = [];
         for (const m of allModels(gw)) {
           const modalities = modesOf(gw, m);
           const available = candidatesOf(gw, m).length > 0 && modalities.length > 0;
           if (!admin && !available) continue;
-          const base = { id: m.id, name: m.name, description: m.description ?? '', modalities, tags: m.tags ?? [], meta: m.meta ?? {} };
+          if (!cityAllows(city, m.id, m.id) && !(m.aliases ?? []).some((a) => cityAllows(city, m.id, a))) continue;
+          const price = admin ? pricesOf(gw, m) : cityPrices(city, m.id, pricesOf(gw, m));
+          const base = { id: m.id, name: m.name, description: m.description ?? '', modalities, tags: m.tags ?? [], meta: m.meta ?? {}, aliases: m.aliases ?? [], price };
           items.push(
             admin
               ? {
                   ...base,
                   env_requirements: m.provider ? reg.requirements(m) : [],
                   default_modes: m.modes,
-                  price: pricesOf(gw, m),
                   price_source: priceSourceOf(gw, m),
                   available,
                   ...(available ? {} : { unavailable_reason: unavailableReason(gw, m) }),
@@ -141,14 +152,15 @@ export const aiService = defineService({
               : base,
           );
           // The OpenAI list shape, so `client.models.list()` sees the same models.
-          data.push({ id: m.id, object: 'model' as const, created: 0, owned_by: m.provider || 'citygate' });
+          data.push({ id: m.id, object: 'model' as const, created: 0, owned_by: m.provider || 'citygate', ...(price ? { price } : {}) });
         }
         return { items, object: 'list' as const, data };
       },
     }),
     ...upstreamActions,
-    text: action({ method: 'POST', auth: callers, input: textInput, output: textMessage, errors: UPSTREAM, summary: 'Generate one assistant message', handler: text }),
-    stream: action({ method: 'POST', auth: callers, input: textInput, produces: ['text/event-stream'], errors: UPSTREAM, summary: 'Stream an assistant message (AI SDK UI message stream)', handler: stream }),
+    ...modelActions,
+    text: action({ method: 'POST', auth: callers, requestLog: logWhole, input: textInput, output: textMessage, errors: UPSTREAM, summary: 'Generate one assistant message', handler: text }),
+    stream: action({ method: 'POST', auth: callers, requestLog: logUiStream, input: textInput, produces: ['text/event-stream'], errors: UPSTREAM, summary: 'Stream an assistant message (AI SDK UI message stream)', handler: stream }),
     'chat/completions': action({
       method: 'POST',
       auth: callers,
@@ -157,6 +169,7 @@ export const aiService = defineService({
       produces: ['application/json', 'text/event-stream'],
       errors: UPSTREAM,
       summary: 'OpenAI Chat Completions (JSON and SSE)',
+      requestLog: logChat,
       handler: chatCompletions,
     }),
     embeddings: action({
@@ -167,6 +180,7 @@ export const aiService = defineService({
       produces: ['application/json'],
       errors: UPSTREAM,
       summary: 'OpenAI Embeddings (strings or token arrays; float or base64)',
+      requestLog: logWhole,
       handler: embeddings,
     }),
     responses: action({
@@ -177,6 +191,7 @@ export const aiService = defineService({
       produces: ['application/json', 'text/event-stream'],
       errors: UPSTREAM,
       summary: 'OpenAI Responses API, stateless (JSON and SSE)',
+      requestLog: logResponses,
       handler: responses,
     }),
     messages: messagesAction,
@@ -190,20 +205,20 @@ export const aiService = defineService({
       formatError: anthropicError,
       summary: 'The callable models that speak the Messages API, as the Anthropic model list',
       output: z.object({ data: z.array(z.object({ type: z.literal('model'), id: z.string(), display_name: z.string(), created_at: z.string() })), has_more: z.boolean(), first_id: z.string().nullable(), last_id: z.string().nullable() }),
-      handler: ({ gateway: gw }) => {
-        const reg = registryOf(gw);
-        const data = reg
-          .all(gw.env)
-          .filter((m) => reg.missing(gw.env, m).length === 0 && modesOf(gw, m).includes('messages'))
+      handler: async ({ gateway: gw, identity }) => {
+        await upstreamTableOf(gw).fresh();
+        const city = await callerCity(gw, identity);
+        const data = allModels(gw)
+          .filter((m) => cityAllows(city, m.id, m.id) && modesOf(gw, m).includes('messages') && candidatesOf(gw, m).length > 0)
           .map((m) => ({ type: 'model' as const, id: m.id, display_name: m.name, created_at: '1970-01-01T00:00:00Z' }));
         return { data, has_more: false, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null };
       },
     }),
     'v1/messages/count_tokens': countTokensAction,
-    'image/create': action({ method: 'POST', auth: callers, input: imageCreateInput, output: job, errors: UPSTREAM, summary: 'Start an image generation job', handler: imageCreate }),
+    'image/create': action({ method: 'POST', auth: callers, requestLog: logWhole, input: imageCreateInput, output: job, errors: UPSTREAM, summary: 'Start an image generation job', handler: imageCreate }),
     'image/result': action({ method: 'POST', auth: callers, input: jobIdInput, output: job, summary: 'Poll an image job', handler: imageResult }),
-    video: action({ method: 'POST', auth: callers, input: videoInput, output: job, errors: UPSTREAM, summary: 'Start a video job ({model, prompt}) or poll one ({job_id})', handler: video }),
-    tts: action({ method: 'POST', auth: callers, input: ttsInput, produces: ['audio/mpeg', 'audio/wav', 'audio/ogg', 'audio/aac', 'audio/flac', 'audio/pcm'], errors: UPSTREAM, summary: 'Text to speech (audio bytes)', handler: tts }),
+    video: action({ method: 'POST', auth: callers, requestLog: logWhole, input: videoInput, output: job, errors: UPSTREAM, summary: 'Start a video job ({model, prompt}) or poll one ({job_id})', handler: video }),
+    tts: action({ method: 'POST', auth: callers, requestLog: logWhole, input: ttsInput, produces: ['audio/mpeg', 'audio/wav', 'audio/ogg', 'audio/aac', 'audio/flac', 'audio/pcm'], errors: UPSTREAM, summary: 'Text to speech (audio bytes)', handler: tts }),
     asr: action({
       method: 'POST',
       auth: callers,
@@ -213,6 +228,7 @@ export const aiService = defineService({
       errors: UPSTREAM,
       maxBodyBytes: Math.ceil(ASR_MAX_BYTES * 1.4),
       summary: 'Speech recognition (JSON with base64 audio or an https URL, or multipart)',
+      requestLog: logWhole,
       handler: asr,
     }),
     'files/*': action({

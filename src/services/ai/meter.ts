@@ -4,6 +4,7 @@
 //   finish(status, used) — exactly once: settles the hold to the measured cost (or releases it
 //                          when the call failed before anything was consumed) and hands one
 //                          MeterRecord to the metering capability. Failed calls are recorded too.
+import { enterCall, leaveCall } from './concurrency.ts';
 import type { GatewayContext } from '../../kernel/context.ts';
 import type { Identity } from '../../kernel/identity.ts';
 import type { RequestTiming } from '../../kernel/service.ts';
@@ -12,6 +13,7 @@ import {
   METERING,
   NOTHING_MEASURED,
   costOf,
+  worstCostOf,
   type Billing,
   type Hold,
   type Measured,
@@ -20,8 +22,10 @@ import {
   type Prices,
 } from '../../kernel/metering.ts';
 import { metrics } from '../../kernel/metrics.ts';
-import { pricesOf } from './prices.ts';
-import type { Mode, ModelDef } from './registry.ts';
+import { pricesOf } from './catalog/prices.ts';
+import { cityPrices } from './catalog/city-prices.ts';
+import type { Mode, ModelDef } from './catalog/registry.ts';
+import type { CitySettings } from '../../kernel/city-settings.ts';
 
 export type CallStatus = MeterRecord['status'];
 
@@ -31,12 +35,14 @@ export function measured(m: Partial<Measured>): Measured {
     input_tokens: m.input_tokens ?? 0,
     output_tokens: m.output_tokens ?? 0,
     cached_tokens: m.cached_tokens ?? 0,
+    cache_write_tokens: m.cache_write_tokens ?? 0,
+    cache_write_1h_tokens: m.cache_write_1h_tokens ?? 0,
     images: m.images ?? 0,
     seconds: m.seconds ?? 0,
   };
 }
 
-const isNothing = (m: Measured) => !m.input_tokens && !m.output_tokens && !m.cached_tokens && !m.images && !m.seconds;
+const isNothing = (m: Measured) => !m.input_tokens && !m.output_tokens && !m.cached_tokens && !m.cache_write_tokens && !m.images && !m.seconds;
 
 const utf8 = new TextEncoder();
 /** An upper bound of the tokens of a text: no tokenizer yields more tokens than UTF-8 bytes. */
@@ -78,22 +84,42 @@ export interface CallState {
   attempts?: number;
   /** The request's timing (absent for background jobs): the record's overhead_ms. */
   timing?: RequestTiming;
+  /** The alias the caller named (the record's alias; modelId is the model it names). */
+  alias?: string;
+}
+
+/** What a call is made on: resolveModel's answer (the model, the alias asked for, the caller's city). */
+export interface CallModel {
+  model: ModelDef;
+  alias?: string;
+  city?: CitySettings;
 }
 
 export class AiCall {
   readonly gw: GatewayContext;
   readonly state: CallState;
+  /** The caller's city's prices (what is held and charged). */
   readonly prices: Prices | null;
+  /** The base prices (the usage record's base_credits: the city's margin is the difference). */
+  readonly basePrices: Prices | null;
+  /** What the usage record should say about the call (e.g. hosted tools a translation left out). */
+  note?: string;
   #finished = false;
+  /** The user's key while counted against the default cap on calls in flight (concurrency.ts). */
+  #counted: string | null = null;
 
-  constructor(gw: GatewayContext, state: CallState, model: ModelDef | null) {
+  /** `fixed`: the prices a restored job was held at (else the model's now, at the city's prices). */
+  constructor(gw: GatewayContext, state: CallState, model: ModelDef | null, city?: CitySettings, fixed?: { prices: Prices | null; basePrices: Prices | null }) {
     this.gw = gw;
     this.state = state;
-    this.prices = model ? pricesOf(gw, model) : null;
+    this.basePrices = fixed ? fixed.basePrices : model ? pricesOf(gw, model) : null;
+    this.prices = fixed ? fixed.prices : model ? cityPrices(city, model.id, this.basePrices) : null;
   }
 
-  static start(gw: GatewayContext, identity: Identity, model: ModelDef, mode: Mode, requestId: string, timing?: RequestTiming): AiCall {
-    return new AiCall(gw, { requestId, identity, modelId: model.id, mode, startedAt: Date.now(), hold: null, timing }, model);
+  static start(gw: GatewayContext, identity: Identity, on: CallModel, mode: Mode, requestId: string, timing?: RequestTiming): AiCall {
+    const state: CallState = { requestId, identity, modelId: on.model.id, mode, startedAt: Date.now(), hold: null, timing };
+    if (on.alias !== undefined) state.alias = on.alias;
+    return new AiCall(gw, state, on.model, on.city);
   }
 
   /** Routing's report (RouteObserver): the upstream being tried and the attempt number. */
@@ -110,8 +136,10 @@ export class AiCall {
   async reserve(worst: Partial<Measured>, opts: { durable?: boolean } = {}): Promise<void> {
     const billing = this.gw.use<Billing>(BILLING);
     const id = this.state.identity;
+    // background jobs (durable holds) end in whichever process runs them: not counted here
+    if (id.kind === 'user' && !opts.durable && this.#counted === null) this.#counted = enterCall(this.gw, id.cityId, id.userId, this);
     if (!billing || id.kind !== 'user' || !this.prices) return;
-    const credits = costOf(this.prices, measured(worst));
+    const credits = worstCostOf(this.prices, measured(worst));
     if (credits <= 0) return;
     try {
       this.state.hold = await billing.reserve({
@@ -127,6 +155,7 @@ export class AiCall {
       // Refused before any upstream call: still one record, with the refusal's code.
       this.#record('error', NOTHING_MEASURED, (e as { code?: string }).code ?? 'billing_failed', 0);
       this.#finished = true;
+      this.#leave();
       throw e;
     }
   }
@@ -138,6 +167,7 @@ export class AiCall {
   async finish(status: CallStatus, used: Usage = {}, errorCode?: string): Promise<void> {
     if (this.#finished) return;
     this.#finished = true;
+    this.#leave();
     const m = measured(used);
     const estimated = used.estimated;
     const credits = status !== 'ok' && isNothing(m) ? 0 : costOf(this.prices, m);
@@ -151,10 +181,16 @@ export class AiCall {
         this.gw.log('error', 'ai: settling a credit hold failed', { request_id: this.state.requestId, hold: hold.id, error: String(e) });
       }
     }
-    this.#record(status, m, errorCode, credits, estimated === true && !isNothing(m));
+    const base = this.basePrices === this.prices ? credits : status !== 'ok' && isNothing(m) ? 0 : costOf(this.basePrices, m);
+    this.#record(status, m, errorCode, credits, estimated === true && !isNothing(m), base);
   }
 
-  #record(status: CallStatus, m: Measured, errorCode: string | undefined, credits: number, estimated = false): void {
+  #leave(): void {
+    if (this.#counted !== null) leaveCall(this.gw, this.#counted, this);
+    this.#counted = null;
+  }
+
+  #record(status: CallStatus, m: Measured, errorCode: string | undefined, credits: number, estimated = false, base = credits): void {
     const sink = this.gw.use<MeteringSink>(METERING);
     const id = this.state.identity;
     const st = this.state;
@@ -164,6 +200,8 @@ export class AiCall {
       input_tokens: m.input_tokens,
       output_tokens: m.output_tokens,
       cached_tokens: m.cached_tokens,
+      cache_write_tokens: m.cache_write_tokens,
+      cache_write_1h_tokens: m.cache_write_1h_tokens,
       images: m.images,
       seconds: m.seconds,
       request_id: st.requestId,
@@ -174,11 +212,14 @@ export class AiCall {
       mode: st.mode,
       status,
       credits,
+      base_credits: base,
       duration_ms: now - st.startedAt,
-      overhead_ms: overheadOf(st.timing),
+      overhead_ms: null,
       created_at: now,
     };
     if (errorCode) r.error_code = errorCode;
+    if (this.note) r.note = this.note;
+    if (st.alias !== undefined) r.alias = st.alias;
     if (estimated) r.estimated = estimated;
     if (st.upstream !== undefined) {
       r.upstream = st.upstream;
@@ -186,12 +227,19 @@ export class AiCall {
     }
     if (st.hold?.lease) r.lease_owner = st.hold.lease;
     observeCall(r);
+    st.timing?.trace?.usage({ inputTokens: m.input_tokens, outputTokens: m.output_tokens, credits, status });
     if (!sink) return;
-    try {
-      sink.record(r);
-    } catch (e) {
-      this.gw.log('error', 'ai: metering sink failed', { request_id: r.request_id, error: String(e) });
-    }
+    const write = () => {
+      r.overhead_ms = overheadOf(st.timing);
+      try {
+        sink.record(r);
+      } catch (e) {
+        this.gw.log('error', 'ai: metering sink failed', { request_id: r.request_id, error: String(e) });
+      }
+    };
+    // A call answered whole is recorded once its response is ready, with the overhead it reports.
+    if (st.timing?.whenReady) st.timing.whenReady.push(write);
+    else write();
   }
 }
 

@@ -1,6 +1,6 @@
 // Per-gateway state of the ai service (one registry per gateway context).
 import type { GatewayContext } from '../../kernel/context.ts';
-import { Registry, type AiConfig } from './registry.ts';
+import { Registry, type AiConfig } from './catalog/registry.ts';
 
 /** Capability name under which a runtime hands the project's citygate.config.ts to the ai service. */
 export const AI_CONFIG = 'ai.config';

@@ -20,7 +20,8 @@ import type { GatewayContext } from '../../kernel/context.ts';
 import { newId } from '../../kernel/crypto.ts';
 import { GatewayError } from '../../kernel/errors.ts';
 import type { Billing, Hold } from '../../kernel/metering.ts';
-import { moveStatements, newEntryId, openStatements, OPEN_LEN, usdOf } from './ledger.ts';
+import { lowAlertWritten, moveStatements, newEntryId, openStatements, OPEN_LEN, usdOf } from './ledger.ts';
+import { dispatchSoon } from '../webhooks/dispatch.ts';
 import { checkBudget } from './budget.ts';
 
 export const DEFAULT_HOLD_TTL_S = 3600;
@@ -93,6 +94,7 @@ export class LedgerBilling implements Billing {
         SELECT ${holdId}, ${a.cityId}, ${a.userId}, ${a.requestId}, ${a.model}, ${a.mode}, ${credits}, 'held', ${at}
         WHERE EXISTS (SELECT 1 FROM ledger WHERE entry_id = ${entryId})`.compile(db.kysely),
     ]);
+    if (lowAlertWritten(res, OPEN_LEN)) this.gw.waitUntil(dispatchSoon(this.gw)); // balance.low (Workers: no poller)
     if (res[OPEN_LEN].changes !== 1) {
       const row = await db.kysely
         .selectFrom('balances')
@@ -123,7 +125,7 @@ export class LedgerBilling implements Billing {
     try {
       await this.close(hold, how, cost);
     } catch (e) {
-      this.gw.log('warn', `billing: ${how} failed, retrying`, { hold: hold.id, cost, error: String(e) });
+      if (!this.gw.databaseDown(e)) this.gw.log('warn', `billing: ${how} failed, retrying`, { hold: hold.id, cost, error: String(e) });
       this.gw.waitUntil(this.#retry(hold, how, cost));
     }
   }
@@ -193,6 +195,7 @@ export class LedgerBilling implements Billing {
           }),
         ])
         .catch((e) => (isUniqueViolation(e) ? null : Promise.reject(e)));
+      if (lowAlertWritten(res, OPEN_LEN)) this.gw.waitUntil(dispatchSoon(this.gw));
       return !!res && res[OPEN_LEN].changes === 1;
     }
     const to = how === 'settle' ? 'settled' : how === 'release' ? 'released' : 'expired';
@@ -219,6 +222,7 @@ export class LedgerBilling implements Billing {
             WHERE hold_id = ${hold.id} AND EXISTS (SELECT 1 FROM ledger WHERE entry_id = ${entryId})`.compile(db.kysely),
         ])
         .catch((e) => (isUniqueViolation(e) ? null : Promise.reject(e)));
+      if (lowAlertWritten(res, 0)) this.gw.waitUntil(dispatchSoon(this.gw));
       return !!res && res[0].changes === 1;
     };
     if (await attempt(false)) return true;

@@ -11,6 +11,8 @@ import { sql } from 'kysely';
 import type { UserBudget } from '../../kernel/city-settings.ts';
 import type { GatewayContext } from '../../kernel/context.ts';
 import { GatewayError } from '../../kernel/errors.ts';
+import { dispatchSoon } from '../webhooks/dispatch.ts';
+import { budgetReachedStatements } from '../webhooks/events.ts';
 
 const SPENDING_KINDS = ['hold', 'settle', 'release', 'expire', 'charge'] as const;
 
@@ -53,9 +55,22 @@ export async function budgetOf(gw: GatewayContext, cityId: string, userId: strin
 export async function checkBudget(gw: GatewayContext, a: { cityId: string; userId: string; credits: number }): Promise<void> {
   const b = await budgetOf(gw, a.cityId, a.userId);
   if (!b || a.credits <= b.remaining) return;
+  await budgetReached(gw, a.cityId, a.userId, b);
   throw new GatewayError(
     402,
     'budget_exceeded',
     `This call needs up to ${a.credits} credits but only ${b.remaining} of this user's ${b.period === 'day' ? 'daily' : 'monthly'} budget of ${b.credits} credits are left; it resets at ${b.resets_at}.`,
   );
+}
+
+/** budget.reached (webhooks): the first refusal in a period writes it, once per user and period. */
+async function budgetReached(gw: GatewayContext, cityId: string, userId: string, b: BudgetState): Promise<void> {
+  try {
+    const at = Date.now();
+    const data = { credits: b.credits, period: b.period, spent: b.spent, resets_at: b.resets_at };
+    await gw.db.batch(budgetReachedStatements(gw.db, { cityId, userId, periodStart: periodOf(b.period, at).start, at, data }));
+    gw.waitUntil(dispatchSoon(gw));
+  } catch (e) {
+    if (!gw.databaseDown(e)) gw.log('warn', 'webhooks: could not write budget.reached', { error: String(e) });
+  }
 }

@@ -12,7 +12,8 @@ import { action, defineService, pageQuery } from '../../kernel/service.ts';
 import { cityIdSchema } from '../cities/index.ts';
 import { initialGrant } from './billing.ts';
 import { LeaseBilling } from './lease.ts';
-import { moveStatements, newEntryId, openStatements, OPEN_LEN, toEntry, usdOf } from './ledger.ts';
+import { lowAlertWritten, moveStatements, newEntryId, openStatements, OPEN_LEN, toEntry, usdOf } from './ledger.ts';
+import { dispatchSoon } from '../webhooks/dispatch.ts';
 
 export { LedgerBilling } from './billing.ts';
 export { LeaseBilling } from './lease.ts';
@@ -76,6 +77,7 @@ export const balanceService = defineService({
     const billing = new LeaseBilling(gw);
     gw.provide(BILLING, billing);
     gw.waitUntil(billing.sweep());
+    if (gw.config.gracefulStop) billing.startSweeper(); // a long-lived process: on a timer too
   },
   async stop(gw) {
     await (gw.use(BILLING) as LeaseBilling | undefined)?.stop();
@@ -211,6 +213,7 @@ export const balanceService = defineService({
             }),
           ]);
           applied = res[OPEN_LEN].changes === 1;
+          if (lowAlertWritten(res, OPEN_LEN)) gateway.waitUntil(dispatchSoon(gateway));
         } catch (e) {
           if (!isUniqueViolation(e)) throw e;
         }

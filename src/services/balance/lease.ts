@@ -9,15 +9,22 @@
 //
 //   take    one batch: lease += X, balances.leased += X, only if credits − leased ≥ what is
 //           missing. Every reservation, on every process, checks credits − leased, so two
-//           processes can never lease or hold the same credit.
+//           processes can never lease or hold the same credit. When what is missing sits in
+//           another live process's lease, the call waits (as long as an idle lease takes to
+//           come back: 1 s + 3 flushes + 0.5 s, 2.1 s by default) before it is refused:
+//           a slice its process did not use is no reason for a 402.
 //   flush   one batch for all users: a 'charge' ledger row (−Σ costs, never below zero),
 //           balances.credits and balances.leased go down by the charges, and a lease with no
 //           call in flight for IDLE_MS gives back the rest.
 //   renew   leases carry renewed_at; a process renews its own every TTL/3.
 //   sweep   any process returns leases not renewed for BALANCE_LEASE_TTL_SECONDS (their process
 //           died): their credits become free again, and in the same batch it charges what the
-//           dead process recorded but never wrote: Σ credits of the usage rows it billed
-//           (usage.lease_owner) minus Σ its 'charge' rows. A process's flushes apply only while
+//           dead process recorded but never wrote: Σ credits of the usage rows the lease billed
+//           (usage.lease_owner) minus Σ its 'charge' rows, both since the lease was taken
+//           (leases.created_at, the same process's clock: a lease's calls are recorded after its
+//           take, and an earlier lease's last charge and records precede its return, which the
+//           next take waits for; earlier leases were settled then, and their records may be
+//           pruned since). A process's flushes apply only while
 //           its lease row is the one it took, so a stalled one cannot charge those calls again.
 //
 // So: balance = Σ ledger at every commit; a crash loses at most the charges of calls whose
@@ -52,6 +59,8 @@ const IDLE_MS = 1000;
 /** Users per flush batch (the rest go in the next one). */
 const USERS_PER_FLUSH = 200;
 const SWEEP_EVERY_MS = 10_000;
+/** How long a flush's mark (lease_flushes) is kept: far longer than any retry of it. */
+const MARK_KEEP_MS = 3_600_000;
 
 type HoldWithPool = Hold & { [k: symbol]: Pool | undefined };
 
@@ -71,8 +80,13 @@ interface Pool {
   since: number | null;
   lastUse: number;
   /** A take in flight: resolves to what it took, and what was free in the database. */
-  taking: Promise<{ took: number; available: number }> | null;
+  taking: Promise<Took> | null;
+  /** A flush in flight returns this idle lease (a take waits for it). */
+  returning: boolean;
 }
+
+/** What a take got, what was free in the database, and what other live processes lease of the user. */
+type Took = { took: number; available: number; elsewhere: number };
 
 const free = (p: Pool) => p.leased - p.held - p.pending - p.flushing;
 
@@ -129,15 +143,10 @@ export class LeaseBilling implements Billing {
     if (credits === 0 || !Number.isSafeInteger(credits) || a.durable || this.#stopped || !this.gw.config.gracefulStop) return this.perCall.reserve(a);
     const settings = this.gw.cities.peek(a.cityId)?.settings ?? (await this.gw.cities.settings(a.cityId));
     if (settings.user_budget) return this.perCall.reserve(a);
-    const key = `${a.cityId}\n${a.userId}`;
-    let p = this.#pools.get(key);
-    if (!p) {
-      p = { cityId: a.cityId, userId: a.userId, leased: 0, held: 0, pending: 0, calls: 0, flushing: 0, since: null, lastUse: Date.now(), taking: null };
-      this.#pools.set(key, p);
-    }
-    p.lastUse = Date.now();
-    let refused: number | null = null;
+    let waitUntil = 0;
     for (;;) {
+      // Looked up again after every wait: a flush forgets a pool with nothing leased.
+      const p = this.#pool(a.cityId, a.userId);
       if (free(p) >= credits) {
         p.held += credits;
         // A lease hold lives in this process's memory only (never a holds row): an id unique
@@ -146,16 +155,33 @@ export class LeaseBilling implements Billing {
         (hold as HoldWithPool)[this.#poolKey] = p;
         return hold;
       }
-      if (p.taking) {
-        await p.taking;
-        continue;
-      }
-      if (refused !== null) throw insufficient(credits, refused);
-      const pool = p;
-      p.taking = this.#take(pool, credits - free(pool), credits).finally(() => (pool.taking = null));
+      // One take at a time per user; the calls waiting on it share its answer.
+      p.taking ??= this.#take(p, credits - free(p), credits).finally(() => (p.taking = null));
       const got = await p.taking;
-      if (got.took === 0) refused = Math.max(0, free(p)) + got.available;
+      if (got.took > 0 || free(p) + got.available >= credits) continue; // enough now, or try a take of this call's own size
+      // Not free here, but leased by another live process: its slice may be idle (it leased
+      // more than its calls used), and an idle lease comes back within IDLE_MS and a flush.
+      // Refusing now would be a false 402, so wait for it that long, then refuse.
+      if (free(p) + got.available + got.elsewhere >= credits) {
+        waitUntil ||= Date.now() + IDLE_MS + 3 * this.flushMs + 500;
+        if (Date.now() < waitUntil) {
+          await new Promise((r) => setTimeout(r, Math.min(100, Math.max(10, this.flushMs / 2))));
+          continue;
+        }
+      }
+      throw insufficient(credits, Math.max(0, free(p)) + got.available);
     }
+  }
+
+  #pool(cityId: string, userId: string): Pool {
+    const key = `${cityId}\n${userId}`;
+    let p = this.#pools.get(key);
+    if (!p) {
+      p = { cityId, userId, leased: 0, held: 0, pending: 0, calls: 0, flushing: 0, since: null, lastUse: Date.now(), taking: null, returning: false };
+      this.#pools.set(key, p);
+    }
+    p.lastUse = Date.now();
+    return p;
   }
 
   async settle(hold: Hold, credits: number): Promise<void> {
@@ -194,7 +220,12 @@ export class LeaseBilling implements Billing {
   // ---- take ----------------------------------------------------------------------------
 
   /** Leases at least `missing` more credits of the user (a slice of whole holds); took 0 when not free. */
-  async #take(p: Pool, missing: number, hold: number): Promise<{ took: number; available: number }> {
+  async #take(p: Pool, missing: number, hold: number): Promise<Took> {
+    // A flush in flight (or waiting for its retry) may be returning this user's idle lease:
+    // taking into that row meanwhile would have the return give back the new slice too, and the
+    // calls it serves would be charged against a lease that is gone. So the take runs after that
+    // flush is done (a flush built from now on leaves this pool's lease alone: it is taking).
+    if (p.returning) await this.flush().catch(() => {});
     const want = hold * SLICE_HOLDS;
     const db = this.db;
     const at = Date.now();
@@ -215,11 +246,13 @@ export class LeaseBilling implements Billing {
         SET credits = leases.credits + excluded.took, take_id = excluded.take_id, took = excluded.took, renewed_at = excluded.renewed_at`.compile(db.kysely),
       sql`UPDATE balances SET leased = leased + (SELECT took FROM leases WHERE ${mine} AND take_id = ${takeId})
         WHERE city_id = ${p.cityId} AND user_id = ${p.userId} AND EXISTS (SELECT 1 FROM leases WHERE ${mine} AND take_id = ${takeId})`.compile(db.kysely),
-      sql`SELECT b.credits, b.leased, l.took, l.credits AS lease, l.created_at AS since
+      sql`SELECT b.credits, b.leased, l.took, l.credits AS lease, l.created_at AS since,
+          (SELECT COALESCE(SUM(o.credits), 0) FROM leases o WHERE o.city_id = b.city_id AND o.user_id = b.user_id
+            AND o.owner <> ${this.owner} AND o.swept_by IS NULL AND o.renewed_at >= ${at - this.ttlMs}) AS elsewhere
         FROM balances b LEFT JOIN leases l ON l.owner = ${this.owner} AND l.city_id = b.city_id AND l.user_id = b.user_id AND l.take_id = ${takeId}
         WHERE b.city_id = ${p.cityId} AND b.user_id = ${p.userId}`.compile(db.kysely),
     ]);
-    const r = res[OPEN_LEN + 2].rows[0] as { credits: number; leased: number; took: number | null; lease: number | null; since: number | null } | undefined;
+    const r = res[OPEN_LEN + 2].rows[0] as { credits: number; leased: number; took: number | null; lease: number | null; since: number | null; elsewhere: number } | undefined;
     const took = r?.took === null || r?.took === undefined ? 0 : Number(r.took);
     if (took > 0) {
       const since = Number(r!.since);
@@ -234,7 +267,7 @@ export class LeaseBilling implements Billing {
       p.since = since;
       this.#schedule();
     }
-    return { took, available: r ? Math.max(0, Number(r.credits) - Number(r.leased)) : 0 };
+    return { took, available: r ? Math.max(0, Number(r.credits) - Number(r.leased)) : 0, elsewhere: r ? Number(r.elsewhere) : 0 };
   }
 
   // ---- flush ---------------------------------------------------------------------------
@@ -268,9 +301,9 @@ export class LeaseBilling implements Billing {
     try {
       results = await this.db.batch(f.statements);
     } catch (e) {
-      // The same batch again: a UNIQUE clash on its charge key means it had committed.
+      // The same batch again: a UNIQUE clash (its mark, or a charge key) means it had committed.
       if (!isUniqueViolation(e)) {
-        this.gw.log('warn', 'billing: writing lease charges failed, retrying', { error: String(e) });
+        if (!this.gw.databaseDown(e)) this.gw.log('warn', 'billing: writing lease charges failed, retrying', { error: String(e) });
         return;
       }
     }
@@ -278,6 +311,7 @@ export class LeaseBilling implements Billing {
     for (const part of f.parts) {
       const pool = part.pool;
       pool.flushing = 0;
+      pool.returning = false;
       const applied = results ? results[part.update].changes === 1 : true; // a UNIQUE clash: it had committed
       if (pool.since !== part.since) continue; // a take since found the lease swept and started over
       if (applied) pool.leased = part.remove !== null ? 0 : Math.max(0, pool.leased - part.amount); // as the row: never below 0
@@ -288,7 +322,8 @@ export class LeaseBilling implements Billing {
         pool.leased = 0;
         pool.since = null;
       }
-      if (results && part.remove !== null && results[part.remove].changes === 1) pool.since = null;
+      // Its lease row removed (an idle flush); a retry that found its mark had committed it whole.
+      if (part.remove !== null && (results === null || results[part.remove].changes === 1)) pool.since = null;
       // Forgotten once its lease row is gone too (an empty row is removed when the pool is idle).
       if (pool.since === null && pool.leased <= 0 && pool.held === 0 && pool.pending === 0 && !pool.taking) this.#pools.delete(`${pool.cityId}\n${pool.userId}`);
     }
@@ -298,7 +333,9 @@ export class LeaseBilling implements Billing {
     const db = this.db;
     const at = Date.now();
     const flushId = newId('flush', 12);
-    const statements: CompiledQuery[] = [];
+    // First: this flush's mark. A retry of a flush that had committed (its COMMIT lost with the
+    // connection) fails right here on the primary key, so nothing of it applies twice.
+    const statements: CompiledQuery[] = [sql`INSERT INTO lease_flushes (flush_id, owner, at) VALUES (${flushId}, ${this.owner}, ${at})`.compile(db.kysely)];
     const parts: Flush['parts'] = [];
     for (const p of this.#pools.values()) {
       if (parts.length >= USERS_PER_FLUSH) break;
@@ -311,6 +348,7 @@ export class LeaseBilling implements Billing {
       const update = statements.length + (this.db.dialect === 'postgres' ? 1 : 0);
       const mine = this.#flushStatements(p, p.pending, back, p.calls, idle, flushId, at);
       parts.push({ pool: p, amount: p.pending + back, since: p.since, update, remove: idle ? statements.length + mine.length - 1 : null });
+      p.returning = idle;
       statements.push(...mine);
       p.flushing = p.pending + back;
       p.pending = 0;
@@ -319,8 +357,9 @@ export class LeaseBilling implements Billing {
     if (this.#pools.size > 0 && at - this.#lastRenew >= this.ttlMs / 3) {
       this.#lastRenew = at;
       statements.push(sql`UPDATE leases SET renewed_at = ${at} WHERE owner = ${this.owner} AND swept_by IS NULL`.compile(db.kysely));
+      statements.push(sql`DELETE FROM lease_flushes WHERE at < ${at - MARK_KEEP_MS}`.compile(db.kysely));
     }
-    return statements.length ? { statements, parts } : null;
+    return statements.length > 1 ? { statements, parts } : null;
   }
 
   /**
@@ -373,6 +412,23 @@ export class LeaseBilling implements Billing {
     this.gw.waitUntil(this.sweep(now));
   }
 
+  #sweeper: ReturnType<typeof setTimeout> | null = null;
+
+  /**
+   * Sweeps on a timer too (a long-lived process; not on Workers), so the leases of a process
+   * that died come back within the TTL plus one sweep interval even when no call comes.
+   */
+  startSweeper(): void {
+    if (this.#stopped || this.#sweeper) return;
+    const every = Math.min(SWEEP_EVERY_MS, this.ttlMs);
+    this.#sweeper = setTimeout(() => {
+      this.#sweeper = null;
+      this.#maybeSweep();
+      this.startSweeper();
+    }, every);
+    (this.#sweeper as { unref?: () => void }).unref?.();
+  }
+
   /** Returns leases of processes that stopped renewing them, and the per-call holds' sweep. */
   async sweep(now = Date.now()): Promise<number> {
     this.#lastSweep = now;
@@ -380,7 +436,7 @@ export class LeaseBilling implements Billing {
     const cutoff = now - this.ttlMs;
     const stale = await db.kysely
       .selectFrom('leases')
-      .select(['owner', 'city_id', 'user_id'])
+      .select(['owner', 'city_id', 'user_id', 'created_at'])
       .where('renewed_at', '<', cutoff)
       .where('owner', '<>', this.owner)
       .limit(500)
@@ -391,8 +447,11 @@ export class LeaseBilling implements Billing {
       const its = sql`owner = ${l.owner} AND city_id = ${l.city_id} AND user_id = ${l.user_id} AND swept_by = ${sweepId}`;
       // What the process recorded (usage rows it billed) but never wrote to the ledger: its
       // charges since its last flush. Charged now, once (the next sweep finds nothing unpaid).
-      const unpaid = sql`((SELECT COALESCE(SUM(u.credits), 0) FROM usage u WHERE u.lease_owner = ${l.owner} AND u.city_id = ${l.city_id} AND u.user_id = ${l.user_id})
-        + (SELECT COALESCE(SUM(g.credits), 0) FROM ledger g WHERE g.kind = 'charge' AND g.ref = ${l.owner} AND g.city_id = ${l.city_id} AND g.user_id = ${l.user_id}))`;
+      // Both sums cover this lease's life only: records of the process's earlier leases were
+      // charged when those were returned, and may have been pruned since (retention).
+      const since = Number(l.created_at);
+      const unpaid = sql`((SELECT COALESCE(SUM(u.credits), 0) FROM usage u WHERE u.lease_owner = ${l.owner} AND u.city_id = ${l.city_id} AND u.user_id = ${l.user_id} AND u.created_at >= ${since})
+        + (SELECT COALESCE(SUM(g.credits), 0) FROM ledger g WHERE g.kind = 'charge' AND g.ref = ${l.owner} AND g.city_id = ${l.city_id} AND g.user_id = ${l.user_id} AND g.created_at >= ${since}))`;
       const entryId = newEntryId();
       const res = await db.batch([
         ...lockBalance(db, l.city_id, l.user_id),
@@ -430,6 +489,8 @@ export class LeaseBilling implements Billing {
     this.#stopped = true;
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = null;
+    if (this.#sweeper) clearTimeout(this.#sweeper);
+    this.#sweeper = null;
     const deadline = Date.now() + 5000;
     while (this.#pools.size > 0 || this.#retry) {
       await this.flush(true).catch((e) => this.gw.log('error', 'billing: final lease flush failed', { error: String(e) }));

@@ -18,6 +18,7 @@ import { sql, type CompiledQuery, type RawBuilder, type Selectable } from 'kysel
 import { lockRowsOf, type Db } from '../../db/database.ts';
 import type { LedgerTable } from '../../db/schema.ts';
 import { newId } from '../../kernel/crypto.ts';
+import { balanceLowStatements } from '../webhooks/events.ts';
 
 export type LedgerKind = LedgerTable['kind'];
 
@@ -45,7 +46,7 @@ export interface Move {
 
 export const newEntryId = () => newId('le', 12);
 
-/** Step 1 and 2 of a movement. */
+/** Step 1 and 2 of a movement (then the balance.low statements: callers index only steps 1 and 2, from the front). */
 export function moveStatements(db: Db, m: Move): CompiledQuery[] {
   const d = m.delta;
   const insert = sql`INSERT INTO ledger (entry_id, idempotency_key, city_id, user_id, credits, balance_after, kind, ref, request_id, model, reason, actor, created_at)
@@ -56,7 +57,8 @@ export function moveStatements(db: Db, m: Move): CompiledQuery[] {
   const apply = sql`UPDATE balances
     SET credits = credits + (SELECT l.credits FROM ledger l WHERE l.entry_id = ${m.entryId}), updated_at = ${m.at}
     WHERE city_id = ${m.cityId} AND user_id = ${m.userId} AND EXISTS (SELECT 1 FROM ledger l WHERE l.entry_id = ${m.entryId})`;
-  return [insert.compile(db.kysely), apply.compile(db.kysely)];
+  // balance.low (webhooks): decided here, where the balance changes, once per crossing.
+  return [insert.compile(db.kysely), apply.compile(db.kysely), ...balanceLowStatements(db, m.cityId, m.userId, m.at)];
 }
 
 /**
@@ -75,6 +77,11 @@ export function openStatements(db: Db, cityId: string, userId: string, grant: nu
       FROM balances b
       WHERE b.city_id = ${cityId} AND b.user_id = ${userId} AND b.opened_entry = ${entryId} AND b.credits > 0`.compile(db.kysely),
   ];
+}
+
+/** Whether the movement starting at `moveStart` of a batch wrote a balance.low event (its last statement). */
+export function lowAlertWritten(res: readonly { changes: number }[] | null, moveStart: number): boolean {
+  return !!res && (res[moveStart + 4]?.changes ?? 0) > 0;
 }
 
 /** Index of the ledger INSERT of a movement inside a batch built as [...open, ...move]. */

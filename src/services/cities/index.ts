@@ -11,6 +11,7 @@ import { citySchema as city, cityWithSettingsSchema, toCity, toCityWithSettings 
 import { issueUserToken, tokenApplyInput } from './tokens.ts';
 import { ACCOUNTS, type AccountsCapability } from '../accounts/capability.ts';
 import { parseCitySettings } from '../../kernel/city-settings.ts';
+import { dispatchSoon } from '../webhooks/dispatch.ts';
 import { securityActions } from './security.ts';
 
 export const cityIdSchema = z
@@ -33,6 +34,7 @@ async function transition(gw: GatewayContext, cityId: string, to: CityRow['statu
   await requireCity(gw, cityId);
   const row = (await setCityStatus(gw.db, cityId, to))!;
   gw.cities.set(cityId, row.status, parseCitySettings(row.settings));
+  gw.waitUntil(dispatchSoon(gw));
   return row;
 }
 

@@ -1,7 +1,17 @@
 // cities: the actions of issue 15 — per-city settings (rate limits, user budget), revoking
 // a user's tokens, rotating the signing key.
 import { z } from 'zod';
-import { cityLimitsSchema, parseCitySettings, userBudgetSchema, type CitySettings } from '../../kernel/city-settings.ts';
+import {
+  cityLimitsSchema,
+  cityModelsSchema,
+  cityPricesSchema,
+  parseCitySettings,
+  priceMultiplierSchema,
+  requestLogSchema,
+  userBudgetSchema,
+  type CitySettings,
+} from '../../kernel/city-settings.ts';
+import type { Prices } from '../../kernel/metering.ts';
 import { forbidden, GatewayError } from '../../kernel/errors.ts';
 import { action } from '../../kernel/service.ts';
 import { userIdSchema } from './tokens.ts';
@@ -11,7 +21,14 @@ import { cityWithSettingsSchema, toCityWithSettings } from './view.ts';
 
 const cityRef = z.string().min(1).max(64);
 
-type SettingsChange = { limits?: CitySettings['limits'] | null; user_budget?: CitySettings['user_budget'] | null };
+type SettingsChange = {
+  limits?: CitySettings['limits'] | null;
+  user_budget?: CitySettings['user_budget'] | null;
+  models?: string[] | null;
+  price_multiplier?: number | null;
+  prices?: Record<string, Prices | null> | null;
+  request_log?: CitySettings['request_log'] | null;
+};
 
 /** The settings after an update: limits merged key by key (null = back to the env), the budget replaced. */
 function merged(current: CitySettings, input: SettingsChange): CitySettings {
@@ -24,6 +41,23 @@ function merged(current: CitySettings, input: SettingsChange): CitySettings {
   }
   if (input.user_budget === null) delete next.user_budget;
   else if (input.user_budget) next.user_budget = input.user_budget;
+  if (input.models === null) delete next.models;
+  else if (input.models) next.models = [...new Set(input.models)];
+  if (input.price_multiplier === null || input.price_multiplier === 1) delete next.price_multiplier;
+  else if (input.price_multiplier !== undefined) next.price_multiplier = input.price_multiplier;
+  if (input.prices === null) delete next.prices;
+  else if (input.prices) {
+    // merged model by model; null removes a model's entry
+    const prices = { ...current.prices };
+    for (const [id, p] of Object.entries(input.prices)) {
+      if (p === null) delete prices[id];
+      else prices[id] = p;
+    }
+    if (Object.keys(prices).length) next.prices = prices;
+    else delete next.prices;
+  }
+  if (input.request_log === null) delete next.request_log;
+  else if (input.request_log) next.request_log = input.request_log;
   return next;
 }
 
@@ -32,7 +66,8 @@ export function securityActions(requireCity: typeof RequireCity) {
     update: action({
       method: 'POST',
       auth: ['admin'],
-      summary: 'Update a city: name, rate limits (override the RATE_LIMIT_* env keys; 0 = off, null = env) and a spending cap per user',
+      summary:
+        "Update a city: name, rate limits (override the RATE_LIMIT_* env keys; 0 = off, null = env), a spending cap per user, its models and prices (allow-list, price multiplier, per-model prices), and its request logs (request_log: off, metadata or full; null = the REQUEST_LOG env key)",
       description: 'Answers the city as `cities/get` does. To read the settings, call `cities/get`: an update always moves `updated_at`.',
       output: cityWithSettingsSchema,
       errors: [409],
@@ -41,6 +76,10 @@ export function securityActions(requireCity: typeof RequireCity) {
         name: z.string().trim().min(1).max(200).optional(),
         limits: cityLimitsSchema.nullable().optional(),
         user_budget: userBudgetSchema.nullable().optional(),
+        models: cityModelsSchema.nullable().optional(),
+        price_multiplier: priceMultiplierSchema.nullable().optional(),
+        prices: cityPricesSchema.nullable().optional(),
+        request_log: requestLogSchema.nullable().optional(),
       }),
       handler: async ({ gateway, input }) => {
         let row = await requireCity(gateway, input.city_id);

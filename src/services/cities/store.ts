@@ -1,4 +1,6 @@
+import { sql } from 'kysely';
 import type { Db } from '../../db/database.ts';
+import { eventStatement } from '../webhooks/events.ts';
 import type { CitiesTable } from '../../db/schema.ts';
 
 export type CityRow = CitiesTable;
@@ -27,11 +29,13 @@ export async function insertCity(db: Db, cityId: string, name: string): Promise<
 
 /** Moves a live city to a status; a removed city never comes back. */
 export async function setCityStatus(db: Db, cityId: string, status: CityRow['status']): Promise<CityRow | undefined> {
-  await db.kysely
-    .updateTable('cities')
-    .set({ status, updated_at: Date.now() })
-    .where('city_id', '=', cityId)
-    .where('status', '!=', 'removed')
-    .execute();
+  const at = Date.now();
+  await db.batch([
+    db.kysely.updateTable('cities').set({ status, updated_at: at }).where('city_id', '=', cityId).where('status', '!=', 'removed').where('status', '!=', status),
+    // city.paused / city.activated (webhooks), in the same batch as the change.
+    ...(status === 'removed'
+      ? []
+      : [eventStatement(db, { type: status === 'paused' ? 'city.paused' : 'city.activated', cityId, data: { status }, at, when: sql`EXISTS (SELECT 1 FROM cities WHERE city_id = ${cityId} AND status = ${status} AND updated_at = ${at})` })]),
+  ]);
   return getCity(db, cityId);
 }

@@ -1,7 +1,7 @@
 // The city as the API answers it, in one place: the zod schemas document /openapi.json and the
 // mappers' return types are what the client SDK infers, so the two cannot drift apart.
 import { z } from 'zod';
-import { cityLimitsSchema, parseCitySettings, userBudgetSchema, type CitySettings } from '../../kernel/city-settings.ts';
+import { cityLimitsSchema, parseCitySettings, pricesSchema, requestLogSchema, userBudgetSchema, type CitySettings } from '../../kernel/city-settings.ts';
 import type { CityRow } from './store.ts';
 
 /** What any credential bound to the city may see (users included): no settings. */
@@ -21,6 +21,10 @@ const limitsView = cityLimitsSchema.required().describe('0 = off for this city; 
 export const cityWithSettingsSchema = citySchema.extend({
   limits: limitsView,
   user_budget: userBudgetSchema.nullable().describe('null: no cap'),
+  models: z.array(z.string()).nullable().describe("the models (ids or aliases) the city's users may call; null: all"),
+  price_multiplier: z.number().describe('the base price × this'),
+  prices: z.record(z.string(), pricesSchema).describe("per model id: price fields that replace base × multiplier"),
+  request_log: requestLogSchema.nullable().describe('null: not set for this city, the REQUEST_LOG env key applies'),
 });
 export type CityWithSettings = z.output<typeof cityWithSettingsSchema>;
 
@@ -32,7 +36,7 @@ export const toCity = (r: CityRow): City => ({
   updated_at: new Date(r.updated_at).toISOString(),
 });
 
-function settingsView(s: CitySettings): Pick<CityWithSettings, 'limits' | 'user_budget'> {
+function settingsView(s: CitySettings): Pick<CityWithSettings, 'limits' | 'user_budget' | 'models' | 'price_multiplier' | 'prices' | 'request_log'> {
   const l = s.limits ?? {};
   return {
     limits: {
@@ -43,6 +47,10 @@ function settingsView(s: CitySettings): Pick<CityWithSettings, 'limits' | 'user_
       user_concurrency: l.user_concurrency ?? null,
     },
     user_budget: s.user_budget ?? null,
+    models: s.models ?? null,
+    price_multiplier: s.price_multiplier ?? 1,
+    prices: s.prices ?? {},
+    request_log: s.request_log ?? null,
   };
 }
 

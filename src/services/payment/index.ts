@@ -140,6 +140,7 @@ export const paymentService = defineService({
         const provider = byName[input.method];
         const status = provider.status(gateway);
         if (!status.enabled) throw badRequest('payment_method_disabled', `Payment method ${provider.id} (${provider.title}) is not available: ${status.reason}.`, 'method');
+        const origin = gateway.publicOrigin(request); // 503 when the public URL is not known: before anything is written
         const q = await provider.quote(gateway, input.credits);
         const at = Date.now();
         const row = {
@@ -165,7 +166,6 @@ export const paymentService = defineService({
           paid_at: null,
         };
         await gateway.db.kysely.insertInto('payments').values(row).execute();
-        const origin = gateway.publicOrigin(request);
         const q2 = `payment_id=${encodeURIComponent(row.payment_id)}`;
         let created: { ref: string; url: string };
         try {

@@ -16,6 +16,8 @@ import type { GatewayContext } from '../../kernel/context.ts';
 import type { Identity } from '../../kernel/identity.ts';
 import { action, pageQuery } from '../../kernel/service.ts';
 import { moveStatements, newEntryId } from '../balance/ledger.ts';
+import { dispatchSoon } from '../webhooks/dispatch.ts';
+import { eventStatement } from '../webhooks/events.ts';
 import { scopeCity } from '../balance/index.ts';
 import { cityIdSchema } from '../cities/index.ts';
 import type { MethodId } from './provider.ts';
@@ -80,7 +82,16 @@ export async function applyRefund(gw: GatewayContext, provider: MethodId, f: Ref
       sql`INSERT INTO payment_refunds (refund_key, payment_id, city_id, user_id, provider, kind, amount, currency, credits_due, credits_debited, shortfall, event_id, entry_id, created_at)
         SELECT ${key}, ${p.payment_id}, ${p.city_id}, ${p.user_id}, ${provider}, ${f.kind}, ${amount}, ${f.currency}, ${due}, -l.credits, ${due} + l.credits, ${eventId}, ${entryId}, ${at}
         FROM ledger l WHERE l.entry_id = ${entryId}`.compile(db.kysely),
+      eventStatement(db, {
+        type: f.kind === 'dispute' ? 'payment.disputed' : 'payment.refunded',
+        cityId: p.city_id,
+        userId: p.user_id,
+        data: { payment_id: p.payment_id, provider: provider === 'a' ? 'stripe' : 'creem', amount, currency: f.currency, credits_due: due },
+        at,
+        when: sql`EXISTS (SELECT 1 FROM ledger WHERE entry_id = ${entryId})`,
+      }),
     ]);
+    gw.waitUntil(dispatchSoon(gw));
   } catch (e) {
     if (isUniqueViolation(e)) return { outcome: 'already_refunded', paymentId: p.payment_id };
     throw e;

@@ -10,6 +10,8 @@ import { sql } from 'kysely';
 import { isUniqueViolation, type Db } from '../../db/database.ts';
 import type { PaymentsTable } from '../../db/schema.ts';
 import type { GatewayContext } from '../../kernel/context.ts';
+import { dispatchSoon } from '../webhooks/dispatch.ts';
+import { eventStatement } from '../webhooks/events.ts';
 import { balanceGrant, moveStatements, newEntryId, openStatements } from '../balance/index.ts';
 import type { Facts, MethodId } from './provider.ts';
 
@@ -71,8 +73,17 @@ export async function creditPayment(gw: GatewayContext, p: PaymentsTable, f: Fac
           credited = ${credited}, shortfall = ${shortfall},
           provider_ref = COALESCE(provider_ref, ${f.ref}), paid_at = ${at}, updated_at = ${at}, error = NULL
         WHERE payment_id = ${p.payment_id} AND EXISTS (SELECT 1 FROM ledger WHERE entry_id = ${entryId})`.compile(db.kysely),
+      eventStatement(db, {
+        type: 'payment.succeeded',
+        cityId: p.city_id,
+        userId: p.user_id,
+        data: { payment_id: p.payment_id, provider: p.provider === 'a' ? 'stripe' : 'creem', credits: credited, amount: f.amountPaid ?? p.amount, currency: p.currency },
+        at,
+        when: sql`EXISTS (SELECT 1 FROM ledger WHERE entry_id = ${entryId})`,
+      }),
     ]);
-    return res[res.length - 1].changes === 1 ? 'credited' : 'already_paid';
+    gw.waitUntil(dispatchSoon(gw));
+    return res[res.length - 2].changes === 1 ? 'credited' : 'already_paid';
   } catch (e) {
     if (isUniqueViolation(e)) return 'already_paid';
     throw e;

@@ -113,6 +113,12 @@ export const stripeProvider: PaymentProvider = {
     if (secret) {
       const sig = headers.get('stripe-signature');
       if (!sig) throw badRequest('invalid_signature', 'The Stripe-Signature header is missing.');
+      // Stripe's library checks only the event's age: a timestamp in the future passes it. Both
+      // directions are held to the tolerance here (a signed event is not good for later).
+      const t = Number(/(?:^|,)\s*t=(\d+)/.exec(sig)?.[1]);
+      if (!Number.isFinite(t) || t - Date.now() / 1000 > TOLERANCE_S) {
+        throw badRequest('invalid_signature', 'The webhook signature is not valid, or its timestamp is outside the 5-minute tolerance.');
+      }
       try {
         const c = await client(gw);
         crypto ??= sdk!.createSubtleCryptoProvider();

@@ -1,6 +1,6 @@
 // The 'metering' capability: AI calls hand their meter records here and go on. Records wait
 // in memory and are written in batches off the request path (after USAGE_FLUSH_MS, or at once
-// when USAGE_BATCH_SIZE are waiting), each batch together with the daily rollup it adds to,
+// when USAGE_BATCH_SIZE are waiting), each batch together with the hourly rollup it adds to (rollup.ts),
 // and all of them on a graceful stop.
 //
 // A runtime without a graceful stop (a Worker: config.gracefulStop is false) would lose what
@@ -22,12 +22,13 @@
 // stays within the dialect's bound-parameter limit (D1: 100, i.e. 5 rows), and row counts are
 // a full chunk or a power of two, so only a handful of statement texts exist (each built once
 // and prepared once).
-import { CompiledQuery, sql, type Kysely, type Selectable } from 'kysely';
+import { CompiledQuery, type Kysely, type Selectable } from 'kysely';
 import { isUniqueViolation, rowsPerStatement, textsByRowCount, type Db } from '../../db/database.ts';
 import type { Schema, UsageTable } from '../../db/schema.ts';
 import type { GatewayContext } from '../../kernel/context.ts';
 import { randomToken } from '../../kernel/crypto.ts';
 import type { MeterRecord, MeteringSink } from '../../kernel/metering.ts';
+import { rollupStatements } from './rollup.ts';
 
 type Row = Omit<Selectable<UsageTable>, 'seq'>;
 
@@ -35,7 +36,7 @@ type Row = Omit<Selectable<UsageTable>, 'seq'>;
 const COLUMNS = [
   'usage_id', 'request_id', 'city_id', 'user_id', 'identity', 'model', 'mode', 'status', 'error_code',
   'input_tokens', 'output_tokens', 'cached_tokens', 'images', 'seconds', 'credits', 'duration_ms', 'overhead_ms', 'created_at', 'estimated',
-  'upstream', 'attempts', 'lease_owner',
+  'upstream', 'attempts', 'lease_owner', 'cache_write_tokens', 'cache_write_1h_tokens', 'note', 'base_credits', 'alias',
 ] as const satisfies readonly (keyof Row)[];
 /** Largest rows per INSERT on any dialect (bounds the statement text besides the parameter limit). */
 const MAX_ROWS_PER_INSERT = 256;
@@ -100,6 +101,11 @@ export function toRow(r: MeterRecord): Row {
     upstream: r.upstream ?? null,
     attempts: r.attempts === undefined ? null : int(r.attempts),
     lease_owner: r.lease_owner ?? null,
+    cache_write_tokens: int(r.cache_write_tokens),
+    cache_write_1h_tokens: int(r.cache_write_1h_tokens),
+    note: r.note ?? null,
+    base_credits: r.base_credits === undefined ? int(r.credits) : int(r.base_credits),
+    alias: r.alias ?? null,
   };
 }
 
@@ -189,7 +195,7 @@ export class UsageBuffer implements MeteringSink {
       } catch (e) {
         if (!isUniqueViolation(e)) {
           this.#failedHead = batch.length;
-          this.gw.log('error', 'usage flush failed; will retry', { error: String(e), records: batch.length });
+          if (!this.gw.databaseDown(e)) this.gw.log('error', 'usage flush failed; will retry', { error: String(e), records: batch.length });
           if (!this.#stopped && !this.#timer) this.#flushSoon(1000);
           return;
         }
@@ -201,34 +207,8 @@ export class UsageBuffer implements MeteringSink {
   }
 
   #statements(rows: Row[]): CompiledQuery[] {
-    const k = this.gw.db.kysely;
-    const out = insertStatements(this.gw.db, rows);
-    const groups = new Map<string, { day: string; city_id: string; model: string; calls: number; errors: number; input_tokens: number; output_tokens: number; cached_tokens: number; credits: number; duration_ms: number }>();
-    for (const r of rows) {
-      const day = dayOf(r.created_at);
-      const id = `${day}\u0000${r.city_id ?? ''}\u0000${r.model}`;
-      let g = groups.get(id);
-      if (!g) groups.set(id, (g = { day, city_id: r.city_id ?? '', model: r.model, calls: 0, errors: 0, input_tokens: 0, output_tokens: 0, cached_tokens: 0, credits: 0, duration_ms: 0 }));
-      g.calls++;
-      if (r.status !== 'ok') g.errors++;
-      g.input_tokens += r.input_tokens;
-      g.output_tokens += r.output_tokens;
-      g.cached_tokens += r.cached_tokens;
-      g.credits += r.credits;
-      g.duration_ms += r.duration_ms;
-    }
-    for (const g of groups.values()) {
-      out.push(
-        sql`INSERT INTO usage_daily (day, city_id, model, calls, errors, input_tokens, output_tokens, cached_tokens, credits, duration_ms)
-          VALUES (${g.day}, ${g.city_id}, ${g.model}, ${g.calls}, ${g.errors}, ${g.input_tokens}, ${g.output_tokens}, ${g.cached_tokens}, ${g.credits}, ${g.duration_ms})
-          ON CONFLICT (day, city_id, model) DO UPDATE SET
-            calls = usage_daily.calls + excluded.calls, errors = usage_daily.errors + excluded.errors,
-            input_tokens = usage_daily.input_tokens + excluded.input_tokens, output_tokens = usage_daily.output_tokens + excluded.output_tokens,
-            cached_tokens = usage_daily.cached_tokens + excluded.cached_tokens, credits = usage_daily.credits + excluded.credits,
-            duration_ms = usage_daily.duration_ms + excluded.duration_ms`.compile(k),
-      );
-    }
-    return out;
+    // the records and the hourly rollup they add to, in one batch (one transaction): exact
+    return [...insertStatements(this.gw.db, rows), ...rollupStatements(this.gw.db, rows)];
   }
 
   /** Graceful stop: write everything; later records are written at once. */

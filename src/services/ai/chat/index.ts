@@ -3,7 +3,7 @@
 // served by both kinds.
 import type { ActionContext } from '../../../kernel/service.ts';
 import { AiCall } from '../meter.ts';
-import { resolveModel } from '../resolve.ts';
+import { resolveModel } from '../catalog/resolve.ts';
 import { routeCall } from '../routing/route.ts';
 import { reservationFor, type ChatInput } from './input.ts';
 import { passthroughAttempt, passthroughUrl } from './passthrough.ts';
@@ -15,7 +15,7 @@ export async function chatCompletions(ctx: ActionContext<ChatInput>): Promise<Re
   const { gateway: gw, input } = ctx;
   const r = await resolveModel(gw, ctx.identity, input.model, 'compat');
   const raw = await ctx.rawBody();
-  const call = AiCall.start(gw, ctx.identity, r.model, 'compat', ctx.requestId, ctx.timing);
+  const call = AiCall.start(gw, ctx.identity, r, 'compat', ctx.requestId, ctx.timing);
   await call.reserve(reservationFor(input, r.model, raw.byteLength));
   const respond = await routeCall(ctx, call, { model: r.model, operation: 'chat', candidates: r.candidates }, (t, d) => {
     const url = passthroughUrl(t);

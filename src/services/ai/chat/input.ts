@@ -3,7 +3,7 @@
 // 400 comes back as a 400 with the upstream's reason).
 import { z } from 'zod';
 import type { Measured } from '../../../kernel/metering.ts';
-import { maxOutputOf, type ModelDef } from '../registry.ts';
+import { maxOutputOf, type ModelDef } from '../catalog/registry.ts';
 
 const positiveInt = z.number().int().positive();
 

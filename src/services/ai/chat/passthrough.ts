@@ -11,9 +11,9 @@ import { streamingResponse } from '../../../kernel/http.ts';
 import type { Measured } from '../../../kernel/metering.ts';
 import { byteLength, estimateFromEvents, estimateFromText, type AiCall, type Usage } from '../meter.ts';
 import type { Target } from '../routing/route.ts';
-import { CLIENT_CLOSED, toGatewayError, type Deadline } from '../upstream-errors.ts';
-import { bufferedAnswer, firstChunk, statusError } from '../upstream-answer.ts';
-import { chatUsageNumbers, topLevelObjectMember } from '../json-member.ts';
+import { CLIENT_CLOSED, toGatewayError, type Deadline } from '../upstream/errors.ts';
+import { bufferedAnswer, firstChunk, statusError } from '../upstream/answer.ts';
+import { chatUsageNumbers, topLevelObjectMember } from '../upstream/json-member.ts';
 import { relaySse, type ChatUsage } from './sse.ts';
 import type { ChatInput } from './input.ts';
 
@@ -27,6 +27,7 @@ export function usageToMeasured(u: ChatUsage | null | undefined): Partial<Measur
     input_tokens: num(u.prompt_tokens),
     output_tokens: num(u.completion_tokens),
     cached_tokens: num(u.prompt_tokens_details?.cached_tokens),
+    cache_write_tokens: num(u.prompt_tokens_details?.cache_write_tokens),
   };
 }
 const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.round(v) : 0);
@@ -171,16 +172,18 @@ export async function passthroughAttempt(
       strip: !clientWantsUsage,
       errorEvent: (e) => openaiErrorEvent(toGatewayErrorSafe(e, d)),
       onEnd({ usage, events, aborted, error }) {
-        d.clear();
         const gone = aborted || ctx.signal.aborted;
+        // ended by our own deadline (idle, or the gateway stopping): its code, else a break
+        const failed = gone ? CLIENT_CLOSED : error ? (d.expired ? toGatewayErrorSafe(error, d).code : 'upstream_stream_failed') : undefined;
+        d.clear();
         if (usage) {
-          gw.waitUntil(call.finish(gone ? 'aborted' : error ? 'error' : 'ok', usageToMeasured(usage), gone ? CLIENT_CLOSED : error ? 'upstream_stream_failed' : undefined));
+          gw.waitUntil(call.finish(gone ? 'aborted' : error ? 'error' : 'ok', usageToMeasured(usage), failed));
           return;
         }
         // No usage reported (an abort or a break before the usage event, or an upstream that
         // never sends it): the documented estimate (meter.ts).
         const estimate = estimateFromEvents(raw.byteLength, events);
-        gw.waitUntil(call.finish(gone ? 'aborted' : error ? 'error' : 'ok', estimate, gone ? CLIENT_CLOSED : error ? 'upstream_stream_failed' : undefined));
+        gw.waitUntil(call.finish(gone ? 'aborted' : error ? 'error' : 'ok', estimate, failed));
       },
     });
     return streamingResponse(out, { status: 200, headers: { 'content-type': type, 'cache-control': 'no-cache' } });

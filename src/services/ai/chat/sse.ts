@@ -12,7 +12,7 @@ const USAGE_ANCHOR = 4; // the 'g': rare in chat chunks, unlike the quote
 export interface ChatUsage {
   prompt_tokens?: number;
   completion_tokens?: number;
-  prompt_tokens_details?: { cached_tokens?: number } | null;
+  prompt_tokens_details?: { cached_tokens?: number; cache_write_tokens?: number } | null;
 }
 
 export interface RelayEnd {

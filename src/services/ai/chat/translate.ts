@@ -7,17 +7,28 @@ import { badRequest, GatewayError } from '../../../kernel/errors.ts';
 import type { ActionContext } from '../../../kernel/service.ts';
 import { byteLength, estimateFromText, type AiCall } from '../meter.ts';
 import type { Target } from '../routing/route.ts';
-import { loadAi, type Ai } from '../sdk.ts';
-import { CLIENT_CLOSED, toGatewayError, type Deadline } from '../upstream-errors.ts';
+import { loadAi, type Ai } from '../upstream/sdk.ts';
+import { downloadFor } from '../upstream/download.ts';
+import { CLIENT_CLOSED, toGatewayError, type Deadline } from '../upstream/errors.ts';
 import type { ChatInput } from './input.ts';
 
+/**
+ * What an AI SDK usage is charged by: input (cache reads and writes included), cache reads
+ * (OpenAI cached_tokens, Google cached content, Anthropic cache_read_input_tokens, DeepSeek's
+ * prompt_cache_hit_tokens), cache writes (Anthropic cache_creation_input_tokens, with the
+ * 1-hour cache's share from its raw usage), output.
+ */
 export function sdkUsage(u: LanguageModelUsage | undefined) {
+  const raw = u?.raw as Record<string, any> | undefined;
   return {
     input_tokens: u?.inputTokens ?? 0,
     output_tokens: u?.outputTokens ?? 0,
-    cached_tokens: u?.inputTokenDetails?.cacheReadTokens ?? 0,
+    cached_tokens: u?.inputTokenDetails?.cacheReadTokens ?? count(raw?.prompt_cache_hit_tokens),
+    cache_write_tokens: u?.inputTokenDetails?.cacheWriteTokens ?? 0,
+    cache_write_1h_tokens: count(raw?.cache_creation?.ephemeral_1h_input_tokens),
   };
 }
+const count = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.round(v) : 0);
 
 /** Whether the upstream reported any usage (an OpenAI-compatible server may not: then citygate estimates). */
 /**
@@ -35,6 +46,20 @@ export async function headParts(it: AsyncIterator<any>): Promise<any[]> {
     if (n.value.type !== 'start' && n.value.type !== 'start-step') break;
   }
   return head;
+}
+
+/**
+ * The SDK stream's parts: the head already read (headParts), then the rest as they come, each
+ * touching the idle deadline (the SDK's fetch is not ours: a part is the stream's sign of life).
+ */
+export async function* touchedParts(head: any[], it: AsyncIterator<any>, d: { touch(): void }): AsyncGenerator<any> {
+  yield* head;
+  for (;;) {
+    const n = await it.next();
+    if (n.done) return;
+    d.touch();
+    yield n.value;
+  }
 }
 
 export const usageReported = (u: LanguageModelUsage | undefined) => u?.inputTokens !== undefined || u?.outputTokens !== undefined;
@@ -138,7 +163,7 @@ const usageJson = (u: ReturnType<typeof sdkUsage>) => ({
   prompt_tokens: u.input_tokens,
   completion_tokens: u.output_tokens,
   total_tokens: u.input_tokens + u.output_tokens,
-  prompt_tokens_details: { cached_tokens: u.cached_tokens },
+  prompt_tokens_details: { cached_tokens: u.cached_tokens, ...(u.cache_write_tokens ? { cache_write_tokens: u.cache_write_tokens } : {}) },
 });
 
 /** One attempt (see routing/route.ts): returns once the answer, or a stream's first part, is in hand. */
@@ -151,7 +176,7 @@ export async function translateAttempt(ctx: ActionContext<ChatInput>, call: AiCa
   const created = Math.floor(Date.now() / 1000);
 
   if (input.stream !== true) {
-    const res = await ai.generateText({ model, ...opts, abortSignal: d.signal });
+    const res = await ai.generateText({ model, ...opts, experimental_download: downloadFor(call, call.gw), abortSignal: d.signal });
     d.clear();
     const u = sdkUsage(res.totalUsage ?? res.usage);
     const toolCalls = res.toolCalls.map((tc: any) => ({ id: tc.toolCallId, type: 'function', function: { name: tc.toolName, arguments: JSON.stringify(tc.input) } }));
@@ -183,7 +208,7 @@ export async function translateAttempt(ctx: ActionContext<ChatInput>, call: AiCa
   const enc = new TextEncoder();
   const chunk = (delta: object, finish: string | null = null, extra: object = {}) =>
     enc.encode(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: input.model, choices: [{ index: 0, delta, finish_reason: finish }], ...extra })}\n\n`);
-  const result = ai.streamText({ model, ...opts, abortSignal: d.signal });
+  const result = ai.streamText({ model, ...opts, experimental_download: downloadFor(call, call.gw), abortSignal: d.signal });
   const it = (result.fullStream as AsyncIterable<any>)[Symbol.asyncIterator]();
   // Wait for the upstream's first real part so that a failing upstream is retried, or gets its
   // status code (502, 504, 400), instead of a 200 stream that carries an error.
@@ -195,14 +220,7 @@ export async function translateAttempt(ctx: ActionContext<ChatInput>, call: AiCa
   let outBytes = 0; // text relayed: the estimate's basis when no usage is reported
   const used = () => (reported ? usage : estimateFromText(raw.byteLength, outBytes));
   let finish = 'stop';
-  async function* parts() {
-    yield* head;
-    for (;;) {
-      const n = await it.next();
-      if (n.done) return;
-      yield n.value;
-    }
-  }
+  const parts = () => touchedParts(head, it, d);
   return () => {
     const body = new ReadableStream<Uint8Array>({
       async start(controller) {
@@ -220,6 +238,8 @@ export async function translateAttempt(ctx: ActionContext<ChatInput>, call: AiCa
               reported = usageReported(p.totalUsage);
               finish = FINISH[p.finishReason] ?? 'stop';
             } else if (p.type === 'error') throw p.error;
+            // the AI SDK ends an aborted stream quietly: our own deadline's end is an error
+            else if (p.type === 'abort' && d.expired) throw d.reason;
           }
           controller.enqueue(chunk({}, finish));
           if (wantsUsage && reported) controller.enqueue(enc.encode(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model: input.model, choices: [], usage: usageJson(usage) })}\n\n`));

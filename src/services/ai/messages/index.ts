@@ -4,13 +4,14 @@
 // Anthropic upstream, or translates through the AI SDK onto any other.
 import type { Measured } from '../../../kernel/metering.ts';
 import type { ActionContext } from '../../../kernel/service.ts';
-import { forwardAttempt, upstreamBody } from '../forward.ts';
+import { forwardAttempt, upstreamBody } from '../upstream/forward.ts';
 import { AiCall } from '../meter.ts';
-import { resolveModel } from '../resolve.ts';
+import { resolveModel } from '../catalog/resolve.ts';
 import { candidatesOf, nativeUrlOf, route, routeCall, type Responder } from '../routing/route.ts';
 import type { Upstream } from '../routing/upstreams.ts';
-import { sdkGenerate, sdkStream, servingPlan } from '../sdk-call.ts';
-import { UpstreamStatusError } from '../upstream-errors.ts';
+import { sdkGenerate, sdkStream, servingPlan } from '../upstream/sdk-call.ts';
+import { UpstreamStatusError } from '../upstream/errors.ts';
+import { hostedToolsRejected } from '../upstream/hosted-tools.ts';
 import { anthropicErrorEvent } from './errors.ts';
 import { estimateTokens, sdkRequest, type CountTokensInput, type MessagesInput } from './input.ts';
 import { messageJson, messageStream } from './translate.ts';
@@ -20,12 +21,23 @@ export { countTokensInput, messagesInput } from './input.ts';
 
 const num = (v: unknown) => (typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.round(v) : 0);
 
-/** Anthropic usage → measured: its input_tokens leave out cache writes and reads. */
-function measuredOf(u: any, acc: Partial<Measured> = {}): Partial<Measured> {
+/**
+ * Anthropic usage → measured: its input_tokens leave out cache writes and reads, which
+ * citygate counts in input_tokens and prices apart (cache_creation_input_tokens at the write
+ * price, its cache_creation.ephemeral_1h_input_tokens share at the 1-hour write price).
+ */
+export function measuredOf(u: any, acc: Partial<Measured> = {}): Partial<Measured> {
   if (!u || typeof u !== 'object') return acc;
   if (u.input_tokens != null || u.cache_read_input_tokens != null || u.cache_creation_input_tokens != null) {
-    acc.cached_tokens = num(u.cache_read_input_tokens);
-    acc.input_tokens = num(u.input_tokens) + num(u.cache_creation_input_tokens) + acc.cached_tokens;
+    // a later event (message_delta) restates the counts it carries; what it leaves out stands
+    const plain = u.input_tokens != null ? num(u.input_tokens) : (acc.input_tokens ?? 0) - (acc.cached_tokens ?? 0) - (acc.cache_write_tokens ?? 0);
+    if (u.cache_read_input_tokens != null) acc.cached_tokens = num(u.cache_read_input_tokens);
+    if (u.cache_creation_input_tokens != null) acc.cache_write_tokens = num(u.cache_creation_input_tokens);
+    if (u.cache_creation && typeof u.cache_creation === 'object') acc.cache_write_1h_tokens = num(u.cache_creation.ephemeral_1h_input_tokens);
+    acc.cached_tokens ??= 0;
+    acc.cache_write_tokens ??= 0;
+    acc.cache_write_1h_tokens = Math.min(acc.cache_write_tokens, acc.cache_write_1h_tokens ?? 0);
+    acc.input_tokens = Math.max(0, plain) + acc.cache_write_tokens + acc.cached_tokens;
   }
   if (u.output_tokens != null) acc.output_tokens = num(u.output_tokens);
   return acc;
@@ -41,8 +53,8 @@ export async function messages(ctx: ActionContext<MessagesInput>): Promise<Respo
   const { input, gateway: gw } = ctx;
   const r = await resolveModel(gw, ctx.identity, input.model, 'messages');
   const raw = await ctx.rawBody();
-  const plan = await servingPlan(gw, r.model, 'messages', (ai) => sdkRequest(ai, input)); // an untranslatable request is a 400 before any hold
-  const call = AiCall.start(gw, ctx.identity, r.model, 'messages', ctx.requestId, ctx.timing);
+  const plan = await servingPlan(gw, r.model, 'messages', (ai) => sdkRequest(ai, input, hostedToolsRejected(gw.env))); // an untranslatable request is a 400 before any hold
+  const call = AiCall.start(gw, ctx.identity, r, 'messages', ctx.requestId, ctx.timing);
   // Claude Code asks for up to 32000 tokens: a translated model gets at most what it can write.
   const translatedMax = Math.min(input.max_tokens, r.model.maxOutputTokens ?? input.max_tokens);
   if (plan.q) plan.q.maxOutputTokens = translatedMax;

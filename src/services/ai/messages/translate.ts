@@ -1,17 +1,17 @@
 // An AI SDK answer written as the Messages API: the message object, or its event stream
 // (message_start, content_block_start / _delta / _stop, message_delta with usage, message_stop).
 import { GatewayError } from '../../../kernel/errors.ts';
-import type { StreamWriter, Used } from '../sdk-call.ts';
+import type { StreamWriter, Used } from '../upstream/sdk-call.ts';
 import { anthropicErrorEvent } from './errors.ts';
 
 const STOP: Record<string, string> = { stop: 'end_turn', length: 'max_tokens', 'tool-calls': 'tool_use', 'content-filter': 'refusal' };
 export const stopReason = (finish: string) => STOP[finish] ?? 'end_turn';
 
-/** Anthropic counts cache reads apart from input_tokens. */
+/** Anthropic counts cache writes and reads apart from input_tokens. */
 export const usageOut = (u: Used) => ({
-  input_tokens: Math.max(0, u.input_tokens - u.cached_tokens),
+  input_tokens: Math.max(0, u.input_tokens - u.cached_tokens - u.cache_write_tokens),
   output_tokens: u.output_tokens,
-  cache_creation_input_tokens: 0,
+  cache_creation_input_tokens: u.cache_write_tokens,
   cache_read_input_tokens: u.cached_tokens,
 });
 

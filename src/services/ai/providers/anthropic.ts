@@ -1,5 +1,5 @@
 // Anthropic through the AI SDK; chat/completions requests are translated.
-import { once } from '../sdk.ts';
+import { once } from '../upstream/sdk.ts';
 import type { ProviderAdapter } from './types.ts';
 
 const load = once(() => import('@ai-sdk/anthropic'));

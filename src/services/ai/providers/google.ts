@@ -1,5 +1,5 @@
 // Google Gemini through the AI SDK; chat/completions requests are translated.
-import { once } from '../sdk.ts';
+import { once } from '../upstream/sdk.ts';
 import type { ProviderAdapter, ProviderCall } from './types.ts';
 
 const load = once(() => import('@ai-sdk/google'));

@@ -1,4 +1,4 @@
-import type { ProviderKind } from '../registry.ts';
+import type { ProviderKind } from '../catalog/registry.ts';
 import { anthropicAdapter } from './anthropic.ts';
 import { googleAdapter } from './google.ts';
 import { openaiAdapter } from './openai.ts';

@@ -1,6 +1,6 @@
 // Any OpenAI-compatible API (the seed's text provider slot): chat/completions is forwarded
 // byte for byte; text and stream go through the AI SDK's openai-compatible provider.
-import { once } from '../sdk.ts';
+import { once } from '../upstream/sdk.ts';
 import type { ProviderAdapter } from './types.ts';
 
 const load = once(() => import('@ai-sdk/openai-compatible'));

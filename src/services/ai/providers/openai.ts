@@ -1,8 +1,8 @@
 // OpenAI: chat/completions pass-through, text through the AI SDK's Chat Completions model,
 // images, speech and transcriptions through the AI SDK, and video (which the AI SDK's OpenAI
 // provider does not cover) through the Videos API directly.
-import { once } from '../sdk.ts';
-import { UpstreamStatusError } from '../upstream-errors.ts';
+import { once } from '../upstream/sdk.ts';
+import { UpstreamStatusError } from '../upstream/errors.ts';
 import type { ProviderAdapter, ProviderCall, VideoApi } from './types.ts';
 
 const load = once(() => import('@ai-sdk/openai'));

@@ -2,7 +2,7 @@
 // this shape and listing it in index.ts, not editing a switch.
 import type { EmbeddingModel, ImageModel, LanguageModel, SpeechModel, TranscriptionModel } from 'ai';
 import type { UpstreamHttp } from '../../../kernel/http.ts';
-import type { ProviderKind, ResolvedProvider } from '../registry.ts';
+import type { ProviderKind, ResolvedProvider } from '../catalog/registry.ts';
 
 export interface ProviderCall {
   provider: ResolvedProvider;

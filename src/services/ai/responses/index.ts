@@ -3,13 +3,14 @@
 // (OpenAI) or translates through the AI SDK onto chat/completions (or the provider's own API).
 import type { Measured } from '../../../kernel/metering.ts';
 import type { ActionContext } from '../../../kernel/service.ts';
-import { forwardAttempt, upstreamBody } from '../forward.ts';
+import { forwardAttempt, upstreamBody } from '../upstream/forward.ts';
 import { AiCall } from '../meter.ts';
-import { maxOutputOf } from '../registry.ts';
-import { resolveModel } from '../resolve.ts';
+import { maxOutputOf } from '../catalog/registry.ts';
+import { resolveModel } from '../catalog/resolve.ts';
 import { nativeUrlOf, routeCall, type Responder } from '../routing/route.ts';
-import { sdkGenerate, sdkStream, servingPlan } from '../sdk-call.ts';
-import { sdkRequest, type ResponsesInput } from './input.ts';
+import { sdkGenerate, sdkStream, servingPlan } from '../upstream/sdk-call.ts';
+import { hostedToolsRejected } from '../upstream/hosted-tools.ts';
+import { declaredToolsOf, sdkRequest, type ResponsesInput } from './input.ts';
 import { responseJson, responseStream } from './translate.ts';
 
 export { responsesInput } from './input.ts';
@@ -22,11 +23,11 @@ export async function responses(ctx: ActionContext<ResponsesInput>): Promise<Res
   const { input, gateway: gw } = ctx;
   const r = await resolveModel(gw, ctx.identity, input.model, 'responses');
   const raw = await ctx.rawBody();
-  const plan = await servingPlan(gw, r.model, 'responses', (ai) => sdkRequest(ai, input)); // an untranslatable request is a 400 before any hold
-  const call = AiCall.start(gw, ctx.identity, r.model, 'responses', ctx.requestId, ctx.timing);
+  const plan = await servingPlan(gw, r.model, 'responses', (ai) => sdkRequest(ai, input, hostedToolsRejected(gw.env))); // an untranslatable request is a 400 before any hold
+  const call = AiCall.start(gw, ctx.identity, r, 'responses', ctx.requestId, ctx.timing);
   await call.reserve({ input_tokens: raw.byteLength, output_tokens: maxOutputOf(r.model, input.max_output_tokens) });
   const stream = input.stream === true;
-  const meta = { id: `resp_${ctx.requestId}`, model: input.model, createdAt: Math.floor(Date.now() / 1000), input };
+  const meta = { id: `resp_${ctx.requestId}`, model: input.model, createdAt: Math.floor(Date.now() / 1000), input, names: plan.q ? declaredToolsOf(input.tools) : null };
   const fold = (d: any, acc: Partial<Measured>) => void Object.assign(acc, measuredOf(d?.response?.usage));
 
   const respond = await routeCall(ctx, call, { model: r.model, operation: 'chat', serves: plan.serves, candidates: r.candidates }, (t, d): Promise<Responder> => {

@@ -4,8 +4,9 @@
 import type { ModelMessage, ToolSet } from 'ai';
 import { z } from 'zod';
 import { badRequest } from '../../../kernel/errors.ts';
-import type { SdkRequest } from '../sdk-call.ts';
-import type { Ai } from '../sdk.ts';
+import { HostedTools } from '../upstream/hosted-tools.ts';
+import type { SdkRequest } from '../upstream/sdk-call.ts';
+import type { Ai } from '../upstream/sdk.ts';
 
 const STATELESS = 'citygate keeps no responses: send the whole conversation in `input` (store: false or no store)';
 
@@ -98,38 +99,105 @@ export function toModelMessages(input: ResponsesInput): ModelMessage[] {
       } catch {
         throw badRequest('invalid_input', `${at}.arguments: must be JSON`, `${at}.arguments`);
       }
-      names.set(String(item.call_id), String(item.name));
-      lastAssistant().push({ type: 'tool-call', toolCallId: String(item.call_id), toolName: String(item.name), input: args });
-    } else if (type === 'function_call_output') {
+      const name = flatName(item.namespace, String(item.name));
+      names.set(String(item.call_id), name);
+      lastAssistant().push({ type: 'tool-call', toolCallId: String(item.call_id), toolName: name, input: args });
+    } else if (type === 'custom_tool_call') {
+      // a custom tool's free-form input travels as the one string argument of a function tool
+      const name = flatName(item.namespace, String(item.name));
+      names.set(String(item.call_id), name);
+      lastAssistant().push({ type: 'tool-call', toolCallId: String(item.call_id), toolName: name, input: { input: String(item.input ?? '') } });
+    } else if (type === 'function_call_output' || type === 'custom_tool_call_output') {
       const id = String(item.call_id ?? '');
       const value = typeof item.output === 'string' ? item.output : textOf(partsOf(item.output, `${at}.output`));
       const part = { type: 'tool-result', toolCallId: id, toolName: names.get(id) ?? 'tool', output: { type: 'text', value } };
       const last = out[out.length - 1];
       if (last?.role === 'tool') (last.content as any[]).push(part);
       else out.push({ role: 'tool', content: [part] } as ModelMessage);
-    } else if (type === 'reasoning') {
-      // reasoning belongs to the model that wrote it: not replayed to another one
+    } else if (type === 'reasoning' || HOSTED_CALLS.has(type)) {
+      // reasoning belongs to the model that wrote it, and a hosted tool's call ran at the
+      // provider that offers it: neither is replayed to another model
     } else throw badRequest('invalid_input', `${at}.type: '${type}' items are not supported on this model's upstream`, `${at}.type`);
   });
   return out;
 }
 
-function toTools({ jsonSchema }: Ai, tools: ResponsesInput['tools']): ToolSet | undefined {
+/** Tools that run at the provider (OpenAI), not at the client: another upstream cannot run them. */
+const HOSTED = new Set(['web_search', 'web_search_preview', 'web_search_2025_08_26', 'file_search', 'code_interpreter', 'image_generation', 'computer_use_preview', 'mcp', 'tool_search']);
+/** Their calls in a replayed conversation. */
+const HOSTED_CALLS = new Set(['web_search_call', 'file_search_call', 'code_interpreter_call', 'image_generation_call', 'computer_call', 'mcp_call', 'mcp_list_tools', 'tool_search_call']);
+
+/**
+ * A namespace member's name as a translated upstream sees it: `<namespace>__<name>` (a plain
+ * function name: letters, digits, _ and -). Answers give it back split (namespaceOf).
+ */
+export const flatName = (namespace: unknown, name: string) => (typeof namespace === 'string' && namespace ? `${namespace}__${name}` : name);
+
+/** A declared tool as the client named it: its namespace (if in one), and whether it is a custom (free-form input) tool. */
+export interface DeclaredTool {
+  name: string;
+  namespace?: string;
+  custom?: true;
+}
+
+/**
+ * The flat names of a request's tools that answers must give back otherwise: namespace members
+ * (under their namespace and name) and custom tools (as custom_tool_call items). Null: none.
+ */
+export function declaredToolsOf(tools: ResponsesInput['tools']): Map<string, DeclaredTool> | null {
+  let map: Map<string, DeclaredTool> | null = null;
+  const add = (t: Item, namespace?: string) => {
+    if (typeof t?.name !== 'string' || (!namespace && t.type !== 'custom')) return;
+    (map ??= new Map()).set(flatName(namespace, t.name), { name: t.name, ...(namespace ? { namespace } : {}), ...(t.type === 'custom' ? { custom: true as const } : {}) });
+  };
+  for (const t of tools ?? []) {
+    if (t.type === 'namespace' && Array.isArray(t.tools)) for (const m of t.tools as Item[]) add(m, String(t.name));
+    else add(t);
+  }
+  return map;
+}
+
+/**
+ * A custom tool as a function tool: its free-form input is the one string argument `input`.
+ * A grammar the upstream cannot enforce is given to the model as the argument's description.
+ */
+function customSchema(t: Item): object {
+  const f = t.format as Item | undefined;
+  const description =
+    f?.type === 'grammar' && typeof f.definition === 'string'
+      ? `The tool's input, as raw text that follows this ${f.syntax ?? ''} grammar:\n${f.definition}`
+      : "The tool's input, as raw text.";
+  return { type: 'object', properties: { input: { type: 'string', description } }, required: ['input'], additionalProperties: false };
+}
+
+function toTools({ jsonSchema }: Ai, tools: ResponsesInput['tools'], hosted: HostedTools): ToolSet | undefined {
   if (!tools?.length) return undefined;
   const set: ToolSet = {};
+  const add = (t: Item, name: string) => {
+    const schema = t.type === 'custom' ? customSchema(t) : (t.parameters ?? { type: 'object', properties: {} });
+    set[name] = { description: t.description ?? undefined, inputSchema: jsonSchema(schema) } as ToolSet[string];
+  };
+  const callable = (t: Item) => (t?.type === 'function' || t?.type === 'custom') && typeof t.name === 'string';
   tools.forEach((t: Item, i) => {
-    if (t.type !== 'function' || typeof t.name !== 'string') {
-      throw badRequest('invalid_input', `tools.${i}: only function tools are supported on this model's upstream (got '${t.type}')`, `tools.${i}.type`);
-    }
-    set[t.name] = { description: t.description ?? undefined, inputSchema: jsonSchema(t.parameters ?? { type: 'object', properties: {} }) } as ToolSet[string];
+    if (callable(t)) add(t, t.name);
+    else if (t.type === 'namespace' && typeof t.name === 'string' && Array.isArray(t.tools)) {
+      // a group of tools (Codex's multi_agent_v1): flattened, each under <namespace>__<name>
+      t.tools.forEach((m: Item, j: number) => {
+        if (!callable(m)) {
+          throw badRequest('invalid_input', `tools.${i}.tools.${j}: only function and custom tools are supported inside a namespace on this model's upstream (got '${m?.type}')`, `tools.${i}.tools.${j}.type`);
+        }
+        add(m, flatName(t.name, m.name));
+      });
+    } else if (HOSTED.has(t.type)) hosted.drop(i, t.type, 'OpenAI');
+    else throw badRequest('invalid_input', `tools.${i}: only function, custom and namespace tools are supported on this model's upstream (got '${t.type}')`, `tools.${i}.type`);
   });
-  return set;
+  return Object.keys(set).length ? set : undefined;
 }
 
 function toToolChoice(c: ResponsesInput['tool_choice']): any {
   if (c == null || typeof c === 'string') return c ?? undefined;
-  if (c.type === 'function' && c.name) return { type: 'tool', toolName: c.name };
-  throw badRequest('invalid_input', 'tool_choice: expected "auto", "none", "required" or {type: "function", name}', 'tool_choice');
+  if ((c.type === 'function' || c.type === 'custom') && c.name) return { type: 'tool', toolName: flatName(c.namespace, c.name) };
+  throw badRequest('invalid_input', 'tool_choice: expected "auto", "none", "required" or {type: "function" or "custom", name}', 'tool_choice');
 }
 
 function toOutput({ jsonSchema, Output }: Ai, text: ResponsesInput['text']): any {
@@ -141,10 +209,12 @@ function toOutput({ jsonSchema, Output }: Ai, text: ResponsesInput['text']): any
 }
 
 /** The AI SDK call for a Responses request (`ai`: the loaded SDK, for jsonSchema and Output). */
-export function sdkRequest(ai: Ai, input: ResponsesInput): SdkRequest {
+export function sdkRequest(ai: Ai, input: ResponsesInput, strictHosted = false): SdkRequest {
+  const hosted = new HostedTools(strictHosted);
   return {
     messages: toModelMessages(input),
-    tools: toTools(ai, input.tools),
+    tools: toTools(ai, input.tools, hosted),
+    dropped: hosted.dropped,
     toolChoice: toToolChoice(input.tool_choice),
     output: toOutput(ai, input.text),
     maxOutputTokens: input.max_output_tokens ?? undefined,

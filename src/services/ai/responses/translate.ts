@@ -2,14 +2,16 @@
 // stream (response.created … output_text deltas, function call arguments … response.completed
 // with usage), numbered by sequence_number as OpenAI numbers them.
 import type { GatewayError } from '../../../kernel/errors.ts';
-import type { StreamWriter, Used } from '../sdk-call.ts';
-import type { ResponsesInput } from './input.ts';
+import type { StreamWriter, Used } from '../upstream/sdk-call.ts';
+import type { DeclaredTool, ResponsesInput } from './input.ts';
 
 export interface Meta {
   id: string;
   model: string;
   createdAt: number;
   input: ResponsesInput;
+  /** Namespace members and custom tools (input.ts declaredToolsOf): their calls go back as declared. */
+  names: Map<string, DeclaredTool> | null;
 }
 
 const usageOut = (u: Used) => ({
@@ -59,21 +61,23 @@ const messageItem = (id: string, text: string, status: string) => ({
   role: 'assistant',
   content: status === 'in_progress' ? [] : [{ type: 'output_text', text, annotations: [], logprobs: [] }],
 });
-const callItem = (id: string, p: any, status: string) => ({
-  type: 'function_call',
-  id,
-  call_id: p.toolCallId,
-  name: p.toolName,
-  arguments: status === 'in_progress' ? '' : JSON.stringify(p.input ?? {}),
-  status,
-});
+/** A function_call item, or a custom_tool_call for a custom tool (its input: the `input` argument, as text). */
+const callItem = (m: Meta, id: string, p: any, status: string) => {
+  const d = m.names?.get(p.toolName);
+  const head = { id, call_id: p.toolCallId, name: d ? d.name : p.toolName, ...(d?.namespace ? { namespace: d.namespace } : {}) };
+  const done = status !== 'in_progress';
+  if (d?.custom) return { type: 'custom_tool_call', ...head, input: done ? customInput(p.input) : '', status };
+  return { type: 'function_call', ...head, arguments: done ? JSON.stringify(p.input ?? {}) : '', status };
+};
+const callId = (m: Meta, p: any, n: number) => `${m.names?.get(p.toolName)?.custom ? 'ctc' : 'fc'}_${m.id.slice(5)}_${n}`;
+const customInput = (args: any) => (typeof args?.input === 'string' ? args.input : JSON.stringify(args ?? {}));
 
 export function responseJson(m: Meta, res: { content: any[]; finishReason: string }, used: Used) {
   const output: any[] = [];
   let n = 0;
   const text = res.content.filter((p) => p.type === 'text').map((p) => p.text).join('');
   if (text) output.push(messageItem(`msg_${m.id.slice(5)}_${n++}`, text, 'completed'));
-  for (const p of res.content) if (p.type === 'tool-call') output.push(callItem(`fc_${m.id.slice(5)}_${n++}`, p, 'completed'));
+  for (const p of res.content) if (p.type === 'tool-call') output.push(callItem(m, callId(m, p, n++), p, 'completed'));
   return responseObject(m, statusOf(res.finishReason), output, used);
 }
 
@@ -115,16 +119,21 @@ export function responseStream(m: Meta): StreamWriter {
       }
       if (p.type === 'tool-call') {
         let out = closeText();
-        const id = itemId('fc');
         const index = output.length;
-        const item = callItem(id, p, 'completed');
+        const id = callId(m, p, index);
+        const item = callItem(m, id, p, 'completed') as any;
         output.push(item);
-        out +=
-          ev('response.output_item.added', { output_index: index, item: callItem(id, p, 'in_progress') }) +
-          ev('response.function_call_arguments.delta', { item_id: id, output_index: index, delta: item.arguments }) +
-          ev('response.function_call_arguments.done', { item_id: id, output_index: index, name: item.name, arguments: item.arguments }) +
-          ev('response.output_item.done', { output_index: index, item });
-        return out;
+        out += ev('response.output_item.added', { output_index: index, item: callItem(m, id, p, 'in_progress') });
+        if (item.type === 'custom_tool_call') {
+          out +=
+            ev('response.custom_tool_call_input.delta', { item_id: id, output_index: index, delta: item.input }) +
+            ev('response.custom_tool_call_input.done', { item_id: id, output_index: index, input: item.input });
+        } else {
+          out +=
+            ev('response.function_call_arguments.delta', { item_id: id, output_index: index, delta: item.arguments }) +
+            ev('response.function_call_arguments.done', { item_id: id, output_index: index, name: item.name, arguments: item.arguments });
+        }
+        return out + ev('response.output_item.done', { output_index: index, item });
       }
       return '';
     },

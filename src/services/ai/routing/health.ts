@@ -11,6 +11,7 @@
 // failing upstream costs every process at most K calls per period. /metrics shows it.
 import type { GatewayContext } from '../../../kernel/context.ts';
 import { metrics } from '../../../kernel/metrics.ts';
+import { circuitEvent } from '../../webhooks/circuit.ts';
 
 interface State {
   failures: number;
@@ -81,7 +82,10 @@ export class Health {
 
   success(id: string): void {
     const s = this.#s.get(id);
-    if (s) this.#s.delete(id);
+    if (s) {
+      this.#s.delete(id);
+      if (s.openUntil !== 0) circuitEvent(this.gw, 'upstream.circuit_closed', ...keyParts(id));
+    }
   }
 
   /** A failed attempt; `retryAfterMs` (a 429's Retry-After) opens the circuit for that long at once. */
@@ -92,13 +96,16 @@ export class Health {
     const wasProbe = s.probing;
     s.probing = false;
     const now = Date.now();
+    const wasClosed = s.openUntil === 0;
     if (retryAfterMs !== undefined && retryAfterMs > 0) {
       s.openUntil = Math.max(s.openUntil, now + retryAfterMs);
+      if (wasClosed) circuitEvent(this.gw, 'upstream.circuit_opened', ...keyParts(id), { failures: s.failures, open_until: new Date(s.openUntil).toISOString() });
       return;
     }
     if (wasProbe || s.failures >= this.threshold) {
       s.openUntil = now + this.cooldownMs;
       metrics().cooldowns.inc({ upstream });
+      if (wasClosed) circuitEvent(this.gw, 'upstream.circuit_opened', ...keyParts(id), { failures: s.failures, open_until: new Date(s.openUntil).toISOString() });
     }
   }
 
@@ -121,6 +128,11 @@ export function healthOf(gw: GatewayContext): Health {
   if (!h) healths.set(gw, (h = new Health(gw)));
   return h;
 }
+
+const keyParts = (id: string): [string, string] => {
+  const [u, model] = id.split('\u0000');
+  return [u, model ?? ''];
+};
 
 /** The health key of an upstream serving a model. */
 export const healthKey = (upstreamId: string, modelId: string) => `${upstreamId}\u0000${modelId}`;

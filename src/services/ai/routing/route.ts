@@ -21,10 +21,10 @@ import type { RequestTiming } from '../../../kernel/service.ts';
 import { metrics } from '../../../kernel/metrics.ts';
 import { adapters } from '../providers/index.ts';
 import type { NativeApi, ProviderAdapter, ProviderCall } from '../providers/types.ts';
-import type { ModelDef, ResolvedProvider } from '../registry.ts';
-import { upstreamTimeoutMs } from '../resolve.ts';
+import type { ModelDef, ResolvedProvider } from '../catalog/registry.ts';
+import { streamIdleMs, upstreamTimeoutMs } from '../catalog/resolve.ts';
 import { registryOf } from '../state.ts';
-import { CLIENT_CLOSED, deadline, retryAfterOf, toGatewayError, type Deadline } from '../upstream-errors.ts';
+import { CLIENT_CLOSED, deadline, retryAfterOf, toGatewayError, type Deadline } from '../upstream/errors.ts';
 import { healthKey, healthOf } from './health.ts';
 import { builtinUpstream, upstreamTableOf, type Upstream } from './upstreams.ts';
 
@@ -66,17 +66,23 @@ export function targetOf(gw: GatewayContext, u: Upstream, model: ModelDef): Targ
   if (!byModel) byUpstream.set(u, (byModel = new Map()));
   const t = byModel.get(model.id);
   const timeoutMs = u.timeoutMs ?? upstreamTimeoutMs(gw);
-  if (t && t.timeoutMs === timeoutMs && t.upstreamModel === (u.models.get(model.id) ?? model.upstream)) return t;
+  if (t && t.timeoutMs === timeoutMs && t.upstreamModel === upstreamModelOf(u, model)) return t;
   const made = makeTarget(gw, u, model);
   if (byModel.size < 1000) byModel.set(model.id, made);
   return made;
+}
+
+/** The id sent upstream: the upstream's entry for the model; a plain entry of a database model sends its upstream_model. */
+function upstreamModelOf(u: Upstream, model: ModelDef): string {
+  const named = u.models.get(model.id);
+  return named === undefined || (named === model.id && model.source === 'database') ? model.upstream : named;
 }
 
 function makeTarget(gw: GatewayContext, u: Upstream, model: ModelDef): Target {
   const provider: ResolvedProvider = { slot: u.slot, apiKey: u.apiKey, baseUrl: u.baseUrl };
   return {
     upstream: u,
-    upstreamModel: u.models.get(model.id) ?? model.upstream,
+    upstreamModel: upstreamModelOf(u, model),
     provider,
     adapter: adapters[u.kind],
     call: { provider, http: gw.http },
@@ -192,11 +198,22 @@ export async function route<T>(gw: GatewayContext, o: RouteOptions, attempt: (t:
     const t = targetOf(gw, u, o.model);
     const k = key(u);
     h.begin(k);
-    const d = deadline(o.signal, t.timeoutMs);
+    const d = deadline(o.signal, t.timeoutMs, streamIdleMs(gw));
     o.observer?.routed(u.id, n);
+    // OpenTelemetry: a client span per attempt (only when the request is traced)
+    const span = o.timing?.trace?.attempt({
+      operation: o.operation,
+      provider: u.kind,
+      requestModel: o.model.id,
+      responseModel: t.upstreamModel,
+      upstream: u.id,
+      baseUrl: u.baseUrl,
+      carrier: [d, d.signal],
+    });
     const t0 = performance.now();
     try {
       const out = await attempt(t, d);
+      span?.answered(o.observer !== undefined);
       const s = (performance.now() - t0) / 1000;
       if (o.timing) o.timing.upstreamMs += s * 1000;
       h.success(k);
@@ -212,8 +229,10 @@ export async function route<T>(gw: GatewayContext, o: RouteOptions, attempt: (t:
         ge = toGatewayError(e, d);
       } catch (bug) {
         h.release(k); // not an upstream failure but a bug: thrown on as is
+        span?.fail('internal_error');
         throw bug;
       }
+      span?.fail(ge.code);
       m.attempts.inc({ upstream: u.id, model: o.model.id, outcome: ge.code });
       m.upstreamDuration.observe({ gen_ai_operation_name: o.operation, gen_ai_request_model: o.model.id, upstream: u.id, error_type: ge.code }, s);
       last = ge;

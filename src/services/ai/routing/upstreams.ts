@@ -7,6 +7,9 @@
 // secrets; label upstreamKeyLabel(id)) and opened when the snapshot loads: the hot path reads
 // the clear key from memory, the database never holds it in clear.
 //
+// The same refresh loads the models of the ai_models table (catalog/models-table.ts): one
+// snapshot rule for both, and one check on the hot path.
+//
 // The env slots (TEXTPROVIDER_*, OPENAI_*, ANTHROPIC_*, GOOGLE_*, and slots of
 // citygate.config.ts) are upstreams too: built-in ones, derived from the registry and the env
 // on every use, listed but not editable (change them with env/upsert).
@@ -15,8 +18,9 @@ import type { GatewayContext } from '../../../kernel/context.ts';
 import { randomToken } from '../../../kernel/crypto.ts';
 import { isSealed, upstreamKeyLabel } from '../../../kernel/secrets.ts';
 import type { AiUpstreamsTable } from '../../../db/schema.ts';
-import type { ModelDef, ProviderKind, ProviderSlot } from '../registry.ts';
+import type { ModelDef, ProviderKind, ProviderSlot } from '../catalog/registry.ts';
 import type { RuntimeEnv } from '../../../kernel/runtime-env.ts';
+import { modelTableOf } from '../catalog/models-table.ts';
 
 export const UPSTREAMS_TTL_MS = 2000;
 export const KINDS = ['openai-compatible', 'openai', 'anthropic', 'google'] as const;
@@ -231,13 +235,25 @@ export class UpstreamTable {
   async refresh(): Promise<void> {
     this.#loading ??= (async () => {
       try {
-        const rows = await this.gw.db.kysely.selectFrom('ai_upstreams').selectAll().orderBy('created_at').execute();
-        this.#set(await Promise.all(rows.map(async (r) => fromRow(r, await this.#open(r.upstream_id, r.api_key)))));
+        const k = this.gw.db.kysely;
+        const [rows, models] = await Promise.all([
+          k.selectFrom('ai_upstreams').selectAll().orderBy('created_at').execute(),
+          k.selectFrom('ai_models').selectAll().orderBy('created_at').execute(),
+        ]);
+        const upstreams = await Promise.all(rows.map(async (r) => fromRow(r, await this.#open(r.upstream_id, r.api_key))));
+        modelTableOf(this.gw).set(models);
+        this.#set(upstreams);
       } finally {
         this.#loading = null;
       }
     })();
     return this.#loading;
+  }
+
+  /** Reloads after a write of this process: a refresh already under way may have read before it. */
+  async reload(): Promise<void> {
+    if (this.#loading) await this.#loading.catch(() => {});
+    return this.refresh();
   }
 
   /** Reloads when older than UPSTREAMS_TTL_MS (one small SELECT); undefined when fresh (no promise to wait for on every call). */
@@ -273,7 +289,7 @@ export class UpstreamTable {
       updated_at: t,
     };
     await this.gw.db.kysely.insertInto('ai_upstreams').values(row).execute();
-    await this.refresh();
+    await this.reload();
     return fromRow(row, input.api_key ?? '');
   }
 
@@ -290,13 +306,13 @@ export class UpstreamTable {
     if (input.enabled !== undefined) set.enabled = input.enabled ? 1 : 0;
     if (input.timeout_ms !== undefined) set.timeout_ms = input.timeout_ms;
     const r = await this.gw.db.kysely.updateTable('ai_upstreams').set(set).where('upstream_id', '=', input.upstream_id).executeTakeFirst();
-    await this.refresh();
+    await this.reload();
     return Number(r.numUpdatedRows) > 0 ? this.find(input.upstream_id) : undefined;
   }
 
   async remove(id: string): Promise<boolean> {
     const r = await this.gw.db.kysely.deleteFrom('ai_upstreams').where('upstream_id', '=', id).executeTakeFirst();
-    await this.refresh();
+    await this.reload();
     return Number(r.numDeletedRows) > 0;
   }
 }

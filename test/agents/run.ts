@@ -1,0 +1,167 @@
+// npm run test:agents: the real agent clients against a citygate with scripted upstreams
+// (test/stubs/agent-upstream.ts: the first turn asks for a tool call, the turn after the
+// tool result gives the final answer). Claude Code, Codex CLI and the OpenAI Agents SDK are
+// installed, at the versions pinned in test/agents/clients/, into .agents-cache/ (git-ignored,
+// reused while the lock file is unchanged), never into the project's dependencies. Each run
+// checks what the user would see (the file written, the final output) and the exact charge:
+// one usage record per upstream call, Σ usage credits = the balance drop.
+//
+// Not part of `npm test` (its name does not end in .test.ts): the install takes a while.
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { startAgentsWorld, upstreamCalls, type AgentsWorld } from '../ai/agents-world.ts';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const CLIENTS = join(ROOT, 'test/agents/clients');
+const CACHE = join(ROOT, '.agents-cache');
+const BIN = join(CACHE, 'node_modules/.bin');
+
+/** Installs the pinned clients into .agents-cache/ (npm ci from the committed lock) unless that lock is installed already. */
+function installClients(): void {
+  const lock = readFileSync(join(CLIENTS, 'package-lock.json'));
+  const stamp = createHash('sha256').update(lock).digest('hex');
+  const stampFile = join(CACHE, '.installed');
+  if (existsSync(stampFile) && readFileSync(stampFile, 'utf8') === stamp && existsSync(join(BIN, 'claude')) && existsSync(join(BIN, 'codex'))) return;
+  mkdirSync(CACHE, { recursive: true });
+  for (const f of ['package.json', 'package-lock.json', 'agents-sdk-run.mjs']) copyFileSync(join(CLIENTS, f), join(CACHE, f));
+  const r = spawnSync('npm', ['ci', '--no-audit', '--no-fund'], { cwd: CACHE, stdio: 'inherit' });
+  assert.equal(r.status, 0, 'npm ci of the agent clients');
+  writeFileSync(stampFile, stamp);
+}
+
+/** Runs a client to its end (at most 3 minutes), its output collected. */
+function run(cmd: string, args: string[], opts: { cwd: string; env: Record<string, string> }): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(cmd, args, { cwd: opts.cwd, env: { PATH: process.env.PATH!, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d) => (stderr += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 180_000);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+let w: AgentsWorld;
+const dirs: string[] = [];
+const workdir = () => {
+  const d = mkdtempSync(join(tmpdir(), 'citygate-agent-'));
+  dirs.push(d);
+  return d;
+};
+
+before(async () => {
+  installClients();
+  w = await startAgentsWorld();
+  // one script for every client: each writes hello.txt (or asks the weather) with its own tool
+  w.stub.plan = (tools) => {
+    if (tools.includes('Write')) return { name: 'Write', args: { file_path: join(current, 'hello.txt'), content: 'hello' } };
+    if (tools.includes('exec_command')) return { name: 'exec_command', args: { cmd: 'echo hello > hello.txt' } };
+    if (tools.includes('get_weather')) return { name: 'get_weather', args: { city: 'Paris' } };
+    return null;
+  };
+});
+after(async () => {
+  await w?.close();
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+/** The working directory of the run in progress (the Write tool takes an absolute path). */
+let current = '';
+
+async function charged(t: string, fn: () => Promise<void>) {
+  const b0 = await w.balance(t);
+  const c0 = upstreamCalls(w);
+  const tools0 = w.stub.toolCalls;
+  await fn();
+  assert.ok(w.stub.toolCalls > tools0, 'the upstream asked for a tool call');
+  return w.settled(t, b0, c0);
+}
+
+describe('Claude Code', () => {
+  for (const [label, model] of [
+    ['a non-Claude catalog model on a translated upstream', 'gpt-4o-mini'],
+    ['an alias id on an Anthropic upstream (forwarded)', 'fwd-sonnet'],
+  ] as const) {
+    test(`-p with ${label} (${model}): writes the file, prints the answer, charged exactly`, async () => {
+      const t = await w.user(`claude-${model}`);
+      const cwd = (current = workdir());
+      await charged(t, async () => {
+        const r = await run(join(BIN, 'claude'), ['-p', 'Write hello to hello.txt', '--model', model, '--dangerously-skip-permissions'], {
+          cwd,
+          env: {
+            HOME: cwd,
+            IS_SANDBOX: '1', // --dangerously-skip-permissions as root
+            DISABLE_TELEMETRY: '1',
+            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+            ANTHROPIC_BASE_URL: `${w.gw.url}/v1/ai`,
+            ANTHROPIC_AUTH_TOKEN: t,
+          },
+        });
+        assert.equal(r.code, 0, `claude exited ${r.code}: ${r.stdout}\n${r.stderr}`);
+        assert.match(r.stdout, /AGENT-DONE/);
+        assert.equal(readFileSync(join(cwd, 'hello.txt'), 'utf8'), 'hello');
+      });
+    });
+  }
+});
+
+describe('Codex CLI, default config', () => {
+  for (const [label, model] of [
+    ['a translated model', 'gpt-4o-mini'],
+    ['forwarded to an OpenAI upstream', 'gpt-4.1-mini'],
+  ] as const) {
+    test(`exec on ${label} (${model}): runs the command, prints the answer, charged exactly`, async () => {
+      const t = await w.user(`codex-${model}`);
+      const cwd = (current = workdir());
+      const home = join(cwd, '.codex');
+      mkdirSync(home);
+      // The provider block docs/ai.md gives; nothing else is configured.
+      writeFileSync(
+        join(home, 'config.toml'),
+        `model = "${model}"\nmodel_provider = "citygate"\n\n[model_providers.citygate]\nname = "citygate"\nbase_url = "${w.gw.url}/v1/ai"\nenv_key = "CITYGATE_TOKEN"\nwire_api = "responses"\n`,
+      );
+      await charged(t, async () => {
+        const r = await run(join(BIN, 'codex'), ['exec', '--skip-git-repo-check', '--dangerously-bypass-approvals-and-sandbox', 'Write hello to hello.txt'], {
+          cwd,
+          env: { HOME: cwd, CODEX_HOME: home, CITYGATE_TOKEN: t },
+        });
+        assert.equal(r.code, 0, `codex exited ${r.code}: ${r.stdout}\n${r.stderr}`);
+        assert.match(r.stdout, /AGENT-DONE/);
+        assert.equal(readFileSync(join(cwd, 'hello.txt'), 'utf8').trim(), 'hello');
+      });
+    });
+  }
+});
+
+describe('OpenAI Agents SDK', () => {
+  for (const [api, model] of [
+    ['responses', 'gpt-4o-mini'],
+    ['responses', 'gpt-4.1-mini'],
+    ['chat', 'gpt-4o-mini'],
+  ] as const) {
+    for (const stream of ['0', '1']) {
+      test(`${api === 'chat' ? 'Chat Completions' : 'Responses'} model ${model}${stream === '1' ? ', streamed' : ''}: calls the tool, final output, charged exactly`, async () => {
+        const t = await w.user(`sdk-${api}-${stream}`);
+        await charged(t, async () => {
+          const r = await run(process.execPath, [join(CACHE, 'agents-sdk-run.mjs')], {
+            cwd: CACHE,
+            env: { CITYGATE_URL: `${w.gw.url}/v1/ai`, CITYGATE_TOKEN: t, MODEL: model, API: api, STREAM: stream },
+          });
+          assert.equal(r.code, 0, `agent exited ${r.code}: ${r.stdout}\n${r.stderr}`);
+          assert.equal(r.stdout, 'AGENT-DONE');
+          assert.match(r.stderr, /tool get_weather Paris/);
+        });
+      });
+    }
+  }
+});

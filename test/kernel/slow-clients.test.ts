@@ -1,0 +1,74 @@
+// Slow and greedy clients on the Node server (src/runtimes/node/connection-limits.ts): requests
+// whose headers or body stall are cut at their deadline with a 408 in the one error shape, and
+// connections over the per-address cap are answered 429 and closed; the gateway keeps serving.
+import assert from 'node:assert/strict';
+import { connect, type Socket } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import { startGateway, type TestGateway } from '../helpers/gateway.ts';
+
+/** Opens a raw connection, writes `head`, and resolves with everything the server sent until it closed, and when. */
+function stalled(url: string, head: string): { done: Promise<{ text: string; ms: number }>; socket: Socket } {
+  const u = new URL(url);
+  const t0 = performance.now();
+  const socket = connect(Number(u.port), u.hostname);
+  socket.setEncoding('utf8');
+  let text = '';
+  socket.on('data', (d) => (text += d));
+  socket.write(head);
+  const done = new Promise<{ text: string; ms: number }>((resolve) => {
+    socket.on('close', () => resolve({ text, ms: performance.now() - t0 }));
+    socket.on('error', () => {});
+  });
+  return { done, socket };
+}
+
+const bodyOf = (raw: string) => JSON.parse(raw.slice(raw.indexOf('\r\n\r\n') + 4));
+
+describe('slow clients', () => {
+  let gw: TestGateway;
+  before(async () => {
+    gw = await startGateway({ env: { HTTP_HEADERS_TIMEOUT_MS: '1000', HTTP_REQUEST_TIMEOUT_MS: '1500', HTTP_CHECK_INTERVAL_MS: '100' } });
+  });
+  after(() => gw?.stop());
+
+  test('50 requests that promise a body and send none are all cut at the deadline with 408 request_timeout', async () => {
+    const head = 'POST /v1/accounts/login HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"city_id":';
+    const all = await Promise.all(Array.from({ length: 50 }, () => stalled(gw.url, head).done));
+    for (const r of all) {
+      assert.match(r.text, /^HTTP\/1\.1 408 /, r.text);
+      assert.deepEqual(bodyOf(r.text).error.code, 'request_timeout');
+      assert.ok(r.ms >= 1400 && r.ms < 5000, `cut after ${Math.round(r.ms)} ms`);
+    }
+    assert.equal((await fetch(`${gw.url}/health`)).status, 200, 'still serving');
+  });
+
+  test('headers that never finish are cut at the headers deadline', async () => {
+    const r = await stalled(gw.url, 'GET /health HTTP/1.1\r\nHost: gw\r\nX-Slow: ').done;
+    assert.match(r.text, /^HTTP\/1\.1 408 /, r.text);
+    assert.equal(bodyOf(r.text).error.type, 'invalid_request_error');
+    assert.ok(r.ms >= 900 && r.ms < 4000, `cut after ${Math.round(r.ms)} ms`);
+  });
+});
+
+describe('connection caps', () => {
+  let gw: TestGateway;
+  before(async () => {
+    gw = await startGateway({ env: { HTTP_MAX_CONNECTIONS_PER_IP: '5' } });
+  });
+  after(() => gw?.stop());
+
+  test('past HTTP_MAX_CONNECTIONS_PER_IP a connection is answered 429 too_many_connections and closed; once one closes, the next is served', async () => {
+    const held = Array.from({ length: 5 }, () => stalled(gw.url, ''));
+    await new Promise((r) => setTimeout(r, 200));
+    const over = await stalled(gw.url, 'GET /health HTTP/1.1\r\nHost: gw\r\n\r\n').done;
+    assert.match(over.text, /^HTTP\/1\.1 429 /, over.text);
+    assert.equal(bodyOf(over.text).error.code, 'too_many_connections');
+    assert.doesNotMatch(over.text, /"ok"/, 'the request on it was not served');
+    held[0].socket.destroy();
+    await held[0].done;
+    await new Promise((r) => setTimeout(r, 100));
+    const ok = await stalled(gw.url, 'GET /health HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n').done;
+    assert.match(ok.text, /^HTTP\/1\.1 200 /, ok.text);
+    for (const h of held) h.socket.destroy();
+  });
+});
