@@ -16,9 +16,13 @@ const CODES = new Set([
 const MESSAGES =
   /Connection terminated|connection error|Connection timeout|timeout exceeded when trying to connect|Client was closed and is not queryable|D1_ERROR: (Network connection lost|.*(storage operation|caused object to be reset|overloaded|SQLITE_BUSY))|Network connection lost/i;
 
+/** node:sqlite's SQLITE_BUSY: another process held the file's write lock past the busy timeout. */
+const SQLITE_BUSY = 5;
+
 export function isDatabaseUnavailable(e: unknown): boolean {
   for (let x: any = e, i = 0; x && i < 4; x = x.cause, i++) {
     if (typeof x.code === 'string' && CODES.has(x.code)) return true;
+    if (x.code === 'ERR_SQLITE_ERROR' && (x.errcode & 0xff) === SQLITE_BUSY) return true;
     if (typeof x.message === 'string' && MESSAGES.test(x.message)) return true;
   }
   return false;

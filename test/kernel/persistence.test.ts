@@ -5,6 +5,9 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { readAdminKey, startGateway, startGateways, tempDir } from '../helpers/gateway.ts';
 import { client } from '../helpers/http.ts';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { openNodeSqlite } from '../../src/db/dialects/node-sqlite.ts';
 
 test('the admin key read by plain SQL is the one that works, and the first boot prints it once', async () => {
   const gw = await startGateway();
@@ -77,6 +80,80 @@ test('four gateways booted at once on one new database: one admin key, one activ
     assert.equal(new Set(jwks).size, 1);
   } finally {
     await Promise.all(gws.map((g) => g.stop()));
+  }
+});
+
+test('a process that opens a new SQLite file while another holds its first write lock waits for it (no "database is locked")', async () => {
+  // The race behind four gateways booting at once: the other process has written the new
+  // file's first page (auto_vacuum) and holds the write lock; switching to WAL then fails at
+  // once with SQLITE_BUSY, without the busy timeout, unless the opener tries again.
+  const path = join(tempDir(), 'new.sqlite');
+  const holder = spawn(process.execPath, ['--input-type=module', '-e', `
+    import { DatabaseSync } from 'node:sqlite';
+    const db = new DatabaseSync(${JSON.stringify(path)});
+    db.exec('PRAGMA auto_vacuum = INCREMENTAL');
+    db.exec('BEGIN IMMEDIATE');
+    db.exec('CREATE TABLE first_boot (x)');
+    process.stdout.write('held\\n');
+    setTimeout(() => { db.exec('COMMIT'); db.close(); }, 400);
+  `], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await once(holder.stdout!, 'data');
+  const started = Date.now();
+  const db = openNodeSqlite(path);
+  try {
+    assert.ok(Date.now() - started >= 100, 'it waited for the other process');
+    assert.equal((await sqlGet<{ journal_mode: string }>({ dbPath: path }, 'PRAGMA journal_mode'))?.journal_mode, 'wal');
+    assert.equal((await sqlGet<{ auto_vacuum: number }>({ dbPath: path }, 'PRAGMA auto_vacuum'))?.auto_vacuum, 2, 'incremental');
+  } finally {
+    await db.close();
+    await once(holder, 'exit');
+  }
+});
+
+test('a SQLite file whose write lock another process holds past the busy timeout: a write answers 503 database_unavailable, then works once it is released', async () => {
+  const gw = await startGateway();
+  const admin = client(gw.url, gw.adminKey);
+  const holder = spawn(process.execPath, ['--input-type=module', '-e', `
+    import { DatabaseSync } from 'node:sqlite';
+    const db = new DatabaseSync(${JSON.stringify(gw.dbPath)});
+    db.exec('BEGIN IMMEDIATE');
+    process.stdout.write('held\\n');
+    setTimeout(() => { db.exec('ROLLBACK'); db.close(); }, 12_000);
+  `], { stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    await once(holder.stdout!, 'data');
+    const locked = await admin.post('/v1/cities/create', { name: 'Locked', city_id: 'locked' });
+    assert.equal(locked.status, 503, JSON.stringify(locked.body));
+    assert.equal(locked.body.error.code, 'database_unavailable');
+    assert.ok(Number(locked.headers.get('retry-after')) > 0);
+    await once(holder, 'exit');
+    assert.equal((await admin.post('/v1/cities/create', { name: 'Locked', city_id: 'locked' })).status, 200);
+    assert.deepEqual((await admin.get('/v1/cities/list')).body.items.map((c: { city_id: string }) => c.city_id), ['locked']);
+  } finally {
+    holder.kill();
+    await gw.stop();
+  }
+});
+
+test('a gateway that boots while another process holds the SQLite write lock past the busy timeout waits for it, then serves', async () => {
+  let gw = await startGateway();
+  const admin = gw.adminKey;
+  assert.equal(await gw.stop(), 0);
+  const holder = spawn(process.execPath, ['--input-type=module', '-e', `
+    import { DatabaseSync } from 'node:sqlite';
+    const db = new DatabaseSync(${JSON.stringify(gw.dbPath)});
+    db.exec('BEGIN IMMEDIATE');
+    process.stdout.write('held\\n');
+    setTimeout(() => { db.exec('ROLLBACK'); db.close(); }, 12_000);
+  `], { stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    await once(holder.stdout!, 'data');
+    gw = await gw.restart();
+    assert.match(gw.stderr(), /database not reachable \(database is locked\); attempt 1/);
+    assert.equal((await client(gw.url, admin).get('/v1/cities/list')).status, 200);
+  } finally {
+    holder.kill();
+    await gw.stop();
   }
 });
 

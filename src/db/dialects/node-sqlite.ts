@@ -56,6 +56,27 @@ function stepsToTheEnd(sql: string, stmt: StatementSync): boolean {
   return stmt.columns().length > 0 || /^\s*PRAGMA\b/i.test(sql);
 }
 
+const BUSY_TIMEOUT_MS = 10_000;
+
+/**
+ * Runs `f` again while it fails with SQLITE_BUSY, up to the busy timeout. Processes booting at
+ * once on a new file each switch it to WAL; the switch upgrades a read lock to a write lock, and
+ * SQLite answers that upgrade with SQLITE_BUSY at once, without its busy handler, when another
+ * connection holds the write lock (deadlock avoidance). The pragmas are idempotent.
+ */
+function whileBusy(f: () => void): void {
+  const until = Date.now() + BUSY_TIMEOUT_MS;
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  for (;;) {
+    try {
+      return f();
+    } catch (e) {
+      if ((e as { errcode?: number }).errcode !== 5 || Date.now() > until) throw e; // 5: SQLITE_BUSY
+      Atomics.wait(pause, 0, 0, 5 + Math.random() * 20); // at boot only: a synchronous pause
+    }
+  }
+}
+
 /** node:sqlite binds neither booleans nor undefined. */
 function toSqlite(v: unknown): unknown {
   if (typeof v === 'boolean') return v ? 1 : 0;
@@ -65,13 +86,21 @@ function toSqlite(v: unknown): unknown {
 
 export function openNodeSqlite(path: string): Db {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
-  const raw = new DatabaseSync(path, { timeout: 10_000 });
-  // A new file frees the pages of pruned usage back to the file system (usage/retention.ts);
-  // an existing file keeps its mode until a VACUUM (docs/usage.md).
-  raw.exec('PRAGMA auto_vacuum = INCREMENTAL');
-  raw.exec('PRAGMA journal_mode = WAL');
-  raw.exec('PRAGMA synchronous = NORMAL');
-  raw.exec('PRAGMA foreign_keys = ON');
+  const raw = new DatabaseSync(path, { timeout: BUSY_TIMEOUT_MS });
+  try {
+    whileBusy(() => {
+      // A new file frees the pages of pruned usage back to the file system (usage/retention.ts);
+      // an existing file keeps its mode until a VACUUM (docs/usage.md). Set before WAL: the
+      // switch writes the file's first page, after which auto_vacuum no longer takes.
+      raw.exec('PRAGMA auto_vacuum = INCREMENTAL');
+      raw.exec('PRAGMA journal_mode = WAL');
+    });
+    raw.exec('PRAGMA synchronous = NORMAL');
+    raw.exec('PRAGMA foreign_keys = ON');
+  } catch (e) {
+    raw.close(); // a file locked past the busy timeout: the caller may try again
+    throw e;
+  }
   const adapter = new NodeSqliteAdapter(raw);
   const kysely = new Kysely<Schema>({ dialect: new SqliteDialect({ database: adapter }) });
   const running: Running = new Set();

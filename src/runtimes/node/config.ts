@@ -19,7 +19,7 @@ export interface NodeConfig {
   workers: number;
   /** How long a job stays claimed by a runner that stopped renewing it (JOB_LEASE_SECONDS, default 60). */
   jobLeaseMs: number;
-  /** How long boot waits for PostgreSQL to accept connections (DATABASE_CONNECT_TIMEOUT_S, default 60). */
+  /** How long boot waits for the database: PostgreSQL to accept connections, a locked SQLite file (DATABASE_CONNECT_TIMEOUT_S, default 60). */
   connectTimeoutS: number;
   /** How long a drain lets in-flight calls and streams finish (SHUTDOWN_TIMEOUT_MS, default 30 000). */
   shutdownTimeoutMs: number;
@@ -88,6 +88,6 @@ export function redactUrl(url: string): string {
 }
 
 /** What the database is, for the log line at start: the file, or the URL without password. */
-export function describeDatabase(c: NodeConfig): string {
+export function describeDatabase(c: Pick<NodeConfig, 'databaseUrl' | 'databasePath'>): string {
   return c.databaseUrl ? redactUrl(c.databaseUrl) : c.databasePath;
 }

@@ -6,7 +6,7 @@ import { sql } from 'kysely';
 import type { Db } from '../../db/database.ts';
 import { openNodeSqlite } from '../../db/dialects/node-sqlite.ts';
 import { isDatabaseUnavailable } from '../../db/unavailable.ts';
-import { redactUrl, type NodeConfig } from './config.ts';
+import { describeDatabase, type NodeConfig } from './config.ts';
 
 type DbSettings = Pick<NodeConfig, 'databaseUrl' | 'databasePath' | 'poolSize' | 'statementTimeoutMs'> & { connectTimeoutS?: number };
 
@@ -22,17 +22,26 @@ export async function openNodeDatabase(c: DbSettings, say: (line: string) => voi
     }
     return db;
   }
-  return openNodeSqlite(c.databasePath);
+  return whileUnavailable(async () => openNodeSqlite(c.databasePath), c, say);
 }
 
 /** Resolves once the database answers; throws its last error after connectTimeoutS. */
-export async function waitForDatabase(db: Db, c: DbSettings, say: (line: string) => void): Promise<void> {
+export function waitForDatabase(db: Db, c: DbSettings, say: (line: string) => void): Promise<void> {
+  return whileUnavailable(async () => void (await sql`SELECT 1`.execute(db.kysely)), c, say);
+}
+
+/**
+ * Runs `step` again while the database is unavailable (a PostgreSQL that is not up yet, a
+ * SQLite file another process holds locked), with backoff and one log line per attempt, up to
+ * DATABASE_CONNECT_TIMEOUT_S; then throws its last error. For steps safe to repeat.
+ */
+export async function whileUnavailable<T>(step: () => Promise<T>, c: DbSettings, say: (line: string) => void): Promise<T> {
   const until = Date.now() + (c.connectTimeoutS ?? 60) * 1000;
   for (let attempt = 1, wait = 250; ; attempt++, wait = Math.min(wait * 2, 2000)) {
     try {
-      await sql`SELECT 1`.execute(db.kysely);
-      if (attempt > 1) say(`citygate: database ${redactUrl(c.databaseUrl ?? '')} is reachable (attempt ${attempt})`);
-      return;
+      const done = await step();
+      if (attempt > 1) say(`citygate: database ${describeDatabase(c)} is reachable (attempt ${attempt})`);
+      return done;
     } catch (e) {
       const left = until - Date.now();
       if (!isDatabaseUnavailable(e) || left <= 0) throw e;

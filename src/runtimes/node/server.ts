@@ -18,7 +18,7 @@ import { jsonLogger, type Logger } from '../../kernel/log.ts';
 import { AI_CONFIG } from '../../services/ai/state.ts';
 import { selectServices } from '../../services/index.ts';
 import { describeDatabase, isLoopbackHost, localLoginWarning, readNodeConfig, type NodeConfig } from './config.ts';
-import { openNodeDatabase } from './database.ts';
+import { openNodeDatabase, whileUnavailable } from './database.ts';
 import { LocalFileStore } from './file-store.ts';
 import { NodeJobRunner } from './job-runner.ts';
 import { loadProjectConfig } from './project-config.ts';
@@ -94,7 +94,9 @@ export async function startNodeServer(
   if (project.config.ai) gateway.context.provide(AI_CONFIG, project.config.ai);
   let generatedAdminKey: string | null;
   try {
-    ({ generatedAdminKey } = await gateway.init());
+    // init is idempotent: a database that goes away during it (or a SQLite file another
+    // booting process holds) is waited for as at connect, not the end of the boot
+    ({ generatedAdminKey } = await whileUnavailable(() => gateway.init(), config, (l) => process.stderr.write(`${l}\n`)));
   } catch (e) {
     await db.close().catch(() => {});
     throw e;
