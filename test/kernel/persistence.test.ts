@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { readAdminKey, startGateway, startGateways, tempDir } from '../helpers/gateway.ts';
 import { client } from '../helpers/http.ts';
+import { ON_POSTGRES } from '../helpers/postgres.ts';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { openNodeSqlite } from '../../src/db/dialects/node-sqlite.ts';
@@ -83,7 +84,7 @@ test('four gateways booted at once on one new database: one admin key, one activ
   }
 });
 
-test('a process that opens a new SQLite file while another holds its first write lock waits for it (no "database is locked")', async () => {
+test('a process that opens a new SQLite file while another holds its first write lock waits for it (no "database is locked")', { skip: ON_POSTGRES && 'a SQLite file only (and runs in the SQLite run)' }, async () => {
   // The race behind four gateways booting at once: the other process has written the new
   // file's first page (auto_vacuum) and holds the write lock; switching to WAL then fails at
   // once with SQLITE_BUSY, without the busy timeout, unless the opener tries again.
@@ -110,7 +111,9 @@ test('a process that opens a new SQLite file while another holds its first write
   }
 });
 
-test('a SQLite file whose write lock another process holds past the busy timeout: a write answers 503 database_unavailable, then works once it is released', async () => {
+const SQLITE_ONLY = { skip: ON_POSTGRES && 'a SQLite file only' };
+
+test('a SQLite file whose write lock another process holds past the busy timeout: a write answers 503 database_unavailable, then works once it is released', SQLITE_ONLY, async () => {
   const gw = await startGateway();
   const admin = client(gw.url, gw.adminKey);
   const holder = spawn(process.execPath, ['--input-type=module', '-e', `
@@ -135,7 +138,7 @@ test('a SQLite file whose write lock another process holds past the busy timeout
   }
 });
 
-test('a gateway that boots while another process holds the SQLite write lock past the busy timeout waits for it, then serves', async () => {
+test('a gateway that boots while another process holds the SQLite write lock past the busy timeout waits for it, then serves', SQLITE_ONLY, async () => {
   let gw = await startGateway();
   const admin = gw.adminKey;
   assert.equal(await gw.stop(), 0);
