@@ -113,15 +113,15 @@ test('a process that opens a new SQLite file while another holds its first write
 
 const SQLITE_ONLY = { skip: ON_POSTGRES && 'a SQLite file only' };
 
-test('a SQLite file whose write lock another process holds past the busy timeout: a write answers 503 database_unavailable, then works once it is released', SQLITE_ONLY, async () => {
-  const gw = await startGateway();
+test('a SQLite file whose write lock another process holds past the busy timeout (SQLITE_BUSY_TIMEOUT_MS): a write answers 503 database_unavailable, then works once it is released', SQLITE_ONLY, async () => {
+  const gw = await startGateway({ env: { SQLITE_BUSY_TIMEOUT_MS: '1000' } });
   const admin = client(gw.url, gw.adminKey);
   const holder = spawn(process.execPath, ['--input-type=module', '-e', `
     import { DatabaseSync } from 'node:sqlite';
     const db = new DatabaseSync(${JSON.stringify(gw.dbPath)});
     db.exec('BEGIN IMMEDIATE');
     process.stdout.write('held\\n');
-    setTimeout(() => { db.exec('ROLLBACK'); db.close(); }, 12_000);
+    setTimeout(() => { db.exec('ROLLBACK'); db.close(); }, 3_000);
   `], { stdio: ['ignore', 'pipe', 'inherit'] });
   try {
     await once(holder.stdout!, 'data');
@@ -139,7 +139,7 @@ test('a SQLite file whose write lock another process holds past the busy timeout
 });
 
 test('a gateway that boots while another process holds the SQLite write lock past the busy timeout waits for it, then serves', SQLITE_ONLY, async () => {
-  let gw = await startGateway();
+  let gw = await startGateway({ env: { SQLITE_BUSY_TIMEOUT_MS: '1000' } });
   const admin = gw.adminKey;
   assert.equal(await gw.stop(), 0);
   const holder = spawn(process.execPath, ['--input-type=module', '-e', `
@@ -147,7 +147,7 @@ test('a gateway that boots while another process holds the SQLite write lock pas
     const db = new DatabaseSync(${JSON.stringify(gw.dbPath)});
     db.exec('BEGIN IMMEDIATE');
     process.stdout.write('held\\n');
-    setTimeout(() => { db.exec('ROLLBACK'); db.close(); }, 12_000);
+    setTimeout(() => { db.exec('ROLLBACK'); db.close(); }, 3_000);
   `], { stdio: ['ignore', 'pipe', 'inherit'] });
   try {
     await once(holder.stdout!, 'data');

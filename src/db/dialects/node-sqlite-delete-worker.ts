@@ -8,6 +8,7 @@ import { DatabaseSync } from 'node:sqlite';
 
 export interface DeleteJob {
   path: string;
+  busyTimeoutMs: number;
   sql: string;
   parameters: (string | number | bigint | null)[];
   /** Rows per statement: fewer affected means done. */
@@ -21,7 +22,7 @@ export interface DeleteJob {
 }
 
 const job = workerData as DeleteJob;
-const db = new DatabaseSync(job.path, { timeout: 10_000 });
+const db = new DatabaseSync(job.path, { timeout: job.busyTimeoutMs });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 let deleted = 0;
 try {

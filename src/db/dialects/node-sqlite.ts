@@ -106,6 +106,7 @@ function stepsToTheEnd(sql: string, stmt: StatementSync): boolean {
   return stmt.columns().length > 0 || /^\s*PRAGMA\b/i.test(sql);
 }
 
+/** How long a statement waits for another process's write lock (SQLITE_BUSY_TIMEOUT_MS). */
 const BUSY_TIMEOUT_MS = 10_000;
 
 /**
@@ -114,8 +115,8 @@ const BUSY_TIMEOUT_MS = 10_000;
  * SQLite answers that upgrade with SQLITE_BUSY at once, without its busy handler, when another
  * connection holds the write lock (deadlock avoidance). The pragmas are idempotent.
  */
-function whileBusy(f: () => void): void {
-  const until = Date.now() + BUSY_TIMEOUT_MS;
+function whileBusy(f: () => void, timeoutMs: number): void {
+  const until = Date.now() + timeoutMs;
   const pause = new Int32Array(new SharedArrayBuffer(4));
   for (;;) {
     try {
@@ -134,9 +135,10 @@ function toSqlite(v: unknown): unknown {
   return v;
 }
 
-export function openNodeSqlite(path: string): Db {
+export function openNodeSqlite(path: string, opts: { busyTimeoutMs?: number } = {}): Db {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
-  const raw = new DatabaseSync(path, { timeout: BUSY_TIMEOUT_MS });
+  const busyTimeoutMs = opts.busyTimeoutMs ?? BUSY_TIMEOUT_MS;
+  const raw = new DatabaseSync(path, { timeout: busyTimeoutMs });
   try {
     whileBusy(() => {
       // A new file frees the pages of pruned usage back to the file system (usage/retention.ts);
@@ -144,7 +146,7 @@ export function openNodeSqlite(path: string): Db {
       // switch writes the file's first page, after which auto_vacuum no longer takes.
       raw.exec('PRAGMA auto_vacuum = INCREMENTAL');
       raw.exec('PRAGMA journal_mode = WAL');
-    });
+    }, busyTimeoutMs);
     raw.exec('PRAGMA synchronous = NORMAL');
     raw.exec('PRAGMA foreign_keys = ON');
   } catch (e) {
@@ -180,7 +182,7 @@ export function openNodeSqlite(path: string): Db {
       }
       return results;
     },
-    ...(path === ':memory:' ? {} : { repeatDelete: (q: Statement, opts: RepeatDelete) => deleteOffLoop(path, q, opts, running) }),
+    ...(path === ':memory:' ? {} : { repeatDelete: (q: Statement, opts: RepeatDelete) => deleteOffLoop(path, busyTimeoutMs, q, opts, running) }),
     async close() {
       await Promise.all([...running].map((stop) => stop()));
       await kysely.destroy();
@@ -192,10 +194,10 @@ export function openNodeSqlite(path: string): Db {
 type Running = Set<() => Promise<void>>;
 
 /** repeatDelete(): node-sqlite-delete-worker.ts on a thread of its own, with its own connection to `path`. */
-function deleteOffLoop(path: string, q: Statement, opts: RepeatDelete, running: Running): Promise<number> {
+function deleteOffLoop(path: string, busyTimeoutMs: number, q: Statement, opts: RepeatDelete, running: Running): Promise<number> {
   const { sql, parameters } = compile(q);
   const stop = new Int32Array(new SharedArrayBuffer(4));
-  const job: DeleteJob = { path, sql, parameters: parameters.map(toSqlite) as DeleteJob['parameters'], batch: opts.batch, pace: opts.pace, after: opts.after, stop };
+  const job: DeleteJob = { path, busyTimeoutMs, sql, parameters: parameters.map(toSqlite) as DeleteJob['parameters'], batch: opts.batch, pace: opts.pace, after: opts.after, stop };
   const worker = new Worker(new URL('./node-sqlite-delete-worker.ts', import.meta.url), { workerData: job });
   const exited = new Promise<void>((r) => worker.once('exit', () => r()));
   const stopNow = () => {

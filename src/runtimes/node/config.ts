@@ -13,6 +13,8 @@ export interface NodeConfig {
   databaseUrl: string | null;
   poolSize: number;
   statementTimeoutMs: number;
+  /** How long a SQLite statement waits for another process's write lock (SQLITE_BUSY_TIMEOUT_MS, default 10 000). */
+  sqliteBusyTimeoutMs: number;
   localLogin: boolean;
   services: string | undefined;
   dataDir: string;
@@ -54,6 +56,7 @@ export function readNodeConfig(env: NodeJS.ProcessEnv = process.env): NodeConfig
     databaseUrl,
     poolSize: intSetting(env, 'DATABASE_POOL_SIZE', 10, 1, 1000),
     statementTimeoutMs: intSetting(env, 'DATABASE_STATEMENT_TIMEOUT_MS', 30_000, 0, 3_600_000),
+    sqliteBusyTimeoutMs: intSetting(env, 'SQLITE_BUSY_TIMEOUT_MS', 10_000, 0, 600_000),
     localLogin,
     services: env.GATEWAY_SERVICES,
     dataDir: resolve(databasePath, '..'),

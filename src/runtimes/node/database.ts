@@ -8,7 +8,7 @@ import { openNodeSqlite } from '../../db/dialects/node-sqlite.ts';
 import { isDatabaseUnavailable } from '../../db/unavailable.ts';
 import { describeDatabase, type NodeConfig } from './config.ts';
 
-type DbSettings = Pick<NodeConfig, 'databaseUrl' | 'databasePath' | 'poolSize' | 'statementTimeoutMs'> & { connectTimeoutS?: number };
+type DbSettings = Pick<NodeConfig, 'databaseUrl' | 'databasePath' | 'poolSize' | 'statementTimeoutMs'> & { connectTimeoutS?: number; sqliteBusyTimeoutMs?: number };
 
 export async function openNodeDatabase(c: DbSettings, say: (line: string) => void = (l) => process.stderr.write(`${l}\n`)): Promise<Db> {
   if (c.databaseUrl) {
@@ -22,7 +22,7 @@ export async function openNodeDatabase(c: DbSettings, say: (line: string) => voi
     }
     return db;
   }
-  return whileUnavailable(async () => openNodeSqlite(c.databasePath), c, say);
+  return whileUnavailable(async () => openNodeSqlite(c.databasePath, { busyTimeoutMs: c.sqliteBusyTimeoutMs }), c, say);
 }
 
 /** Resolves once the database answers; throws its last error after connectTimeoutS. */
