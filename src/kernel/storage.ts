@@ -11,6 +11,8 @@ export interface BlobStore {
   get(key: string): Promise<StoredObject | null>;
   /** Deletes objects (absent ones are no error). */
   delete(keys: string[]): Promise<void>;
+  /** Deletes every object under a folder (`prefix` ends with '/'); how many there were. */
+  deleteUnder(prefix: string): Promise<number>;
   /** A public URL for the object when the store has one (R2 public bucket), else null. */
   publicUrl(key: string): string | null;
 }

@@ -55,11 +55,20 @@ test('D1 + R2: a full log of a stream is written, read back, redacted, and prune
 
   // ten days old: the scheduled handler's retention pass deletes the row and its object
   await w.sql(`UPDATE request_logs SET created_at = ? WHERE request_id = ?`, Date.now() - 10 * 86_400_000, requestId);
+  // and bodies whose row never came (a kill between the two writes): 1,001 of a day past
+  // retention (two R2 list pages) go; one of a day still kept stays
+  const dayOf = (daysAgo: number) => new Date(Date.now() - daysAgo * 86_400_000).toISOString().slice(0, 10);
+  const orphans = Array.from({ length: 1001 }, (_, i) => `request-logs/${dayOf(9)}/orphan-${i}.json`);
+  for (let i = 0; i < orphans.length; i += 100) await Promise.all(orphans.slice(i, i + 100).map((k) => bucket.put(k, '{}')));
+  const recent = `request-logs/${dayOf(2)}/orphan-recent.json`;
+  await bucket.put(recent, '{}');
   const worker = await w.mf.getWorker();
   await worker.scheduled({ cron: '17 * * * *' });
   await until('the log pruned', async () => (await w.sql<{ n: number }>(`SELECT COUNT(*) AS n FROM request_logs`))[0].n === 0, 10_000);
   assert.equal(await bucket.get(row.blob_key), null, 'its R2 object is gone');
   assert.equal((await admin.get(`/v1/usage/request-log?request_id=${requestId}`)).status, 404);
+  await until('the orphans of the old day deleted', async () => (await bucket.list({ prefix: `request-logs/${dayOf(9)}/` })).objects.length === 0, 10_000);
+  assert.ok(await bucket.get(recent), 'a day still within retention keeps its objects');
 });
 
 test('a Worker without R2 storage keeps request logs as metadata only, and says so once', async () => {

@@ -286,7 +286,7 @@ test('shared code uses no Node-only API: the wrangler bundle (no nodejs_compat) 
 });
 
 test('R2BlobStore: public URLs from the declared prefix, key segments encoded', () => {
-  const bucket = { put: async () => null, get: async () => null, delete: async () => {} };
+  const bucket = { put: async () => null, get: async () => null, delete: async () => {}, list: async () => ({ objects: [], truncated: false }) };
   assert.equal(new R2BlobStore(bucket, 'https://media.example.com/').publicUrl('ai/x y.png'), 'https://media.example.com/ai/x%20y.png');
   assert.equal(new R2BlobStore(bucket, null).publicUrl('ai/x.png'), null);
 });

@@ -5,7 +5,7 @@
 // sk-… key pasted into a message. Read back by the admin and the city's bureau only; expired
 // logs go with their blobs. SQLite here; PostgreSQL through CITYGATE_TEST_DATABASE_URL.
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { createAdminClient } from '../../src/client/index.ts';
@@ -327,4 +327,22 @@ test('retention: logs older than REQUEST_LOG_RETENTION_DAYS go with their blobs;
   assert.deepEqual(blobFiles().filter((f) => !f.endsWith('.type')).length, 1);
   assert.equal((await readLog(`request_id=${b.requestId}`)).status, 200);
   assert.equal((await readLog(`request_id=${a.requestId}`)).status, 404);
+});
+
+test('bodies whose log row never came (a hard kill between the two writes) go once their day is past retention', async () => {
+  const dayDir = (daysAgo: number) => join(filesDir(), new Date(Date.now() - daysAgo * 86_400_000).toISOString().slice(0, 10));
+  const put = (daysAgo: number, name: string) => {
+    mkdirSync(dayDir(daysAgo), { recursive: true });
+    writeFileSync(join(dayDir(daysAgo), name), '{"request":"kept past retention?"}');
+    writeFileSync(join(dayDir(daysAgo), `${name}.type`), 'application/json');
+  };
+  put(9, 'orphan-a.json');
+  put(9, 'orphan-b.json');
+  put(2, 'orphan-recent.json');
+  w.gw = await w.gw.restart({ USAGE_PRUNE_DELAY_S: '0' });
+  await until('the old day swept', async () => !existsSync(dayDir(9)), 20_000);
+  assert.ok(existsSync(join(dayDir(2), 'orphan-recent.json')), 'a day within retention keeps its files');
+  const said = w.gw.stdout().split('\n').filter((l) => l.includes('request-log bodies with no log row deleted'));
+  assert.equal(said.length, 1, w.gw.stdout().slice(-2000));
+  assert.equal(JSON.parse(said[0]).count, 2);
 });

@@ -1,6 +1,6 @@
 // Generated media on Node: files under a local directory, served by the gateway at
 // /v1/ai/files/<key> (keys are unguessable). The content type is kept beside each file.
-import { mkdir, readFile, rename, rm, rmdir, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, rename, rm, rmdir, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve, sep } from 'node:path';
 import type { BlobStore, StoredObject } from '../../kernel/storage.ts';
 
@@ -45,6 +45,20 @@ export class LocalFileStore implements BlobStore {
     }
     // a directory left empty goes too (request logs keep one per day); a full one stays
     for (const d of dirs) if (d !== this.root) await rmdir(d).catch(() => {});
+  }
+
+  async deleteUnder(prefix: string): Promise<number> {
+    if (!prefix.endsWith('/')) throw new Error('a folder prefix ends with /');
+    const dir = this.#path(prefix);
+    let files: string[];
+    try {
+      files = await readdir(dir, { recursive: true });
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT') return 0;
+      throw e;
+    }
+    await rm(dir, { recursive: true, force: true });
+    return files.filter((f) => !f.endsWith('.type') && !f.endsWith('.tmp')).length; // an object is its file; .type is its content type
   }
 
   publicUrl(): string | null {

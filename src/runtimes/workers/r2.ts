@@ -26,6 +26,19 @@ export class R2BlobStore implements BlobStore {
     for (let i = 0; i < keys.length; i += 1000) await this.#bucket.delete(keys.slice(i, i + 1000)); // R2: 1000 keys per call
   }
 
+  async deleteUnder(prefix: string): Promise<number> {
+    if (!prefix.endsWith('/')) throw new Error('a folder prefix ends with /');
+    let n = 0;
+    for (let cursor: string | undefined; ; ) {
+      const page = await this.#bucket.list({ prefix, cursor, limit: 1000 });
+      const keys = page.objects.map((o) => o.key);
+      if (keys.length) await this.#bucket.delete(keys);
+      n += keys.length;
+      if (!page.truncated) return n;
+      cursor = page.cursor;
+    }
+  }
+
   publicUrl(key: string): string | null {
     return this.#publicPrefix ? `${this.#publicPrefix}/${key.split('/').map(encodeURIComponent).join('/')}` : null;
   }

@@ -34,6 +34,7 @@ export interface R2Bucket {
   put(key: string, value: Uint8Array | ArrayBuffer | string, options?: { httpMetadata?: { contentType?: string } }): Promise<unknown>;
   get(key: string): Promise<R2Object | null>;
   delete(keys: string | string[]): Promise<void>;
+  list(options: { prefix?: string; cursor?: string; limit?: number }): Promise<{ objects: { key: string }[]; truncated: boolean; cursor?: string }>;
 }
 
 /** The Worker's `env`: bindings (objects) and vars (strings). */

@@ -2,10 +2,18 @@
 // forever) go in batches with their blobs, oldest first, part of the usage retention pass
 // (retention.ts: a timer on Node, the scheduled handler on Workers). Blobs are deleted before
 // their rows: a pass cut short leaves a row whose bodies are gone (read says so), never a blob
-// no row points to.
+// no row points to. A blob whose row never came (a hard kill in the ~250 ms between the two
+// writes) is found by its day: once every row of a day is past retention, the day's folder of
+// blobs goes whole.
 import type { GatewayContext } from '../../../kernel/context.ts';
+import { BLOB_PREFIX } from './keeper.ts';
 
 const DAY_MS = 86_400_000;
+/**
+ * Day folders before the cutoff's day swept by each pass. A pass runs hourly, so a folder meets
+ * 72 passes; on Workers each folder is one R2 list call.
+ */
+const SWEPT_DAYS = 3;
 export const DEFAULT_REQUEST_LOG_RETENTION_DAYS = 7;
 
 export function requestLogRetentionDays(gw: GatewayContext): number {
@@ -20,6 +28,20 @@ export async function pruneRequestLogs(gw: GatewayContext, now: number, batch: n
   const keep = requestLogRetentionDays(gw);
   if (keep <= 0) return 0;
   const cutoff = now - keep * DAY_MS;
+  const n = await pruneRows(gw, cutoff, batch, pause, stopped);
+  if (gw.storage && !stopped?.()) {
+    let orphans = 0;
+    const cutoffDay = Math.floor(cutoff / DAY_MS) * DAY_MS;
+    for (let d = 1; d <= SWEPT_DAYS; d++) {
+      // every row of that day was older than the cutoff, and went above: what is left has no row
+      orphans += await gw.storage.deleteUnder(`${BLOB_PREFIX}${new Date(cutoffDay - d * DAY_MS).toISOString().slice(0, 10)}/`);
+    }
+    if (orphans) gw.log('info', 'request-log bodies with no log row deleted (a hard kill between their two writes)', { count: orphans });
+  }
+  return n;
+}
+
+async function pruneRows(gw: GatewayContext, cutoff: number, batch: number, pause: (tookMs: number) => Promise<void>, stopped?: () => boolean): Promise<number> {
   const k = gw.db.kysely;
   let n = 0;
   for (;;) {
