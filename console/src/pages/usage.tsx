@@ -84,8 +84,10 @@ export function Usage() {
           <label>From<input type="date" name="from" value={draft.from} onInput={set('from')} /></label>
           <label>To<input type="date" name="to" value={draft.to} onInput={set('to')} /></label>
         </div>
-        <button type="submit">Apply filters</button>{' '}
-        <button type="button" class="secondary outline" onClick={() => (setDraft(EMPTY), apply(EMPTY))}>Clear</button>
+        <div class="filter-actions">
+          <button type="submit">Apply filters</button>
+          <button type="button" class="secondary outline" onClick={() => (setDraft(EMPTY), apply(EMPTY))}>Clear</button>
+        </div>
       </form>
       <CityMargins from={filters.from || undefined} to={filters.to || undefined} city={filters.city_id || undefined} />
       <ErrorBox error={exp.error} />
