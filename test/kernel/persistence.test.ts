@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import { readAdminKey, startGateway, startGateways, tempDir } from '../helpers/gateway.ts';
 import { client } from '../helpers/http.ts';
 import { ON_POSTGRES } from '../helpers/postgres.ts';
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { openNodeSqlite } from '../../src/db/dialects/node-sqlite.ts';
 
@@ -84,21 +84,32 @@ test('four gateways booted at once on one new database: one admin key, one activ
   }
 });
 
-test('a process that opens a new SQLite file while another holds its first write lock waits for it (no "database is locked")', { skip: ON_POSTGRES && 'a SQLite file only (and runs in the SQLite run)' }, async () => {
+const SQLITE_ONLY = { skip: ON_POSTGRES && 'a SQLite file only' };
+
+/**
+ * Another process holding the write lock of the SQLite file at `path` for `ms` (after running
+ * `before`, and `inside` its transaction); resolves once it holds it.
+ */
+async function holdWriteLock(path: string, ms: number, { before = [], inside = [] }: { before?: string[]; inside?: string[] } = {}): Promise<ChildProcess> {
+  const holder = spawn(process.execPath, ['--input-type=module', '-e', `
+    import { DatabaseSync } from 'node:sqlite';
+    const db = new DatabaseSync(${JSON.stringify(path)});
+    for (const s of ${JSON.stringify(before)}) db.exec(s);
+    db.exec('BEGIN IMMEDIATE');
+    for (const s of ${JSON.stringify(inside)}) db.exec(s);
+    process.stdout.write('held\\n');
+    setTimeout(() => { db.exec('COMMIT'); db.close(); }, ${ms});
+  `], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await once(holder.stdout!, 'data');
+  return holder;
+}
+
+test('a process that opens a new SQLite file while another holds its first write lock waits for it (no "database is locked")', SQLITE_ONLY, async () => {
   // The race behind four gateways booting at once: the other process has written the new
   // file's first page (auto_vacuum) and holds the write lock; switching to WAL then fails at
   // once with SQLITE_BUSY, without the busy timeout, unless the opener tries again.
   const path = join(tempDir(), 'new.sqlite');
-  const holder = spawn(process.execPath, ['--input-type=module', '-e', `
-    import { DatabaseSync } from 'node:sqlite';
-    const db = new DatabaseSync(${JSON.stringify(path)});
-    db.exec('PRAGMA auto_vacuum = INCREMENTAL');
-    db.exec('BEGIN IMMEDIATE');
-    db.exec('CREATE TABLE first_boot (x)');
-    process.stdout.write('held\\n');
-    setTimeout(() => { db.exec('COMMIT'); db.close(); }, 400);
-  `], { stdio: ['ignore', 'pipe', 'inherit'] });
-  await once(holder.stdout!, 'data');
+  const holder = await holdWriteLock(path, 400, { before: ['PRAGMA auto_vacuum = INCREMENTAL'], inside: ['CREATE TABLE first_boot (x)'] });
   const started = Date.now();
   const db = openNodeSqlite(path);
   try {
@@ -111,20 +122,11 @@ test('a process that opens a new SQLite file while another holds its first write
   }
 });
 
-const SQLITE_ONLY = { skip: ON_POSTGRES && 'a SQLite file only' };
-
 test('a SQLite file whose write lock another process holds past the busy timeout (SQLITE_BUSY_TIMEOUT_MS): a write answers 503 database_unavailable, then works once it is released', SQLITE_ONLY, async () => {
   const gw = await startGateway({ env: { SQLITE_BUSY_TIMEOUT_MS: '1000' } });
   const admin = client(gw.url, gw.adminKey);
-  const holder = spawn(process.execPath, ['--input-type=module', '-e', `
-    import { DatabaseSync } from 'node:sqlite';
-    const db = new DatabaseSync(${JSON.stringify(gw.dbPath)});
-    db.exec('BEGIN IMMEDIATE');
-    process.stdout.write('held\\n');
-    setTimeout(() => { db.exec('ROLLBACK'); db.close(); }, 3_000);
-  `], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const holder = await holdWriteLock(gw.dbPath, 3_000);
   try {
-    await once(holder.stdout!, 'data');
     const locked = await admin.post('/v1/cities/create', { name: 'Locked', city_id: 'locked' });
     assert.equal(locked.status, 503, JSON.stringify(locked.body));
     assert.equal(locked.body.error.code, 'database_unavailable');
@@ -142,15 +144,8 @@ test('a gateway that boots while another process holds the SQLite write lock pas
   let gw = await startGateway({ env: { SQLITE_BUSY_TIMEOUT_MS: '1000' } });
   const admin = gw.adminKey;
   assert.equal(await gw.stop(), 0);
-  const holder = spawn(process.execPath, ['--input-type=module', '-e', `
-    import { DatabaseSync } from 'node:sqlite';
-    const db = new DatabaseSync(${JSON.stringify(gw.dbPath)});
-    db.exec('BEGIN IMMEDIATE');
-    process.stdout.write('held\\n');
-    setTimeout(() => { db.exec('ROLLBACK'); db.close(); }, 3_000);
-  `], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const holder = await holdWriteLock(gw.dbPath, 3_000);
   try {
-    await once(holder.stdout!, 'data');
     gw = await gw.restart();
     assert.match(gw.stderr(), /database not reachable \(database is locked\); attempt 1/);
     assert.equal((await client(gw.url, admin).get('/v1/cities/list')).status, 200);

@@ -19,6 +19,8 @@ const STATEMENT_CACHE_SIZE = 256;
  */
 interface Prepared {
   stmt: StatementSync;
+  /** Read with all() (stepsToTheEnd), known once per statement. */
+  reads: boolean;
   /** A reader's row maker; null for a statement that returns no rows. */
   row: RowMaker | null;
 }
@@ -41,7 +43,7 @@ class NodeSqliteAdapter implements SqliteDatabase {
       const stmt = this.raw.prepare(sql);
       const row = rowMaker(stmt);
       if (row) stmt.setReturnArrays(true);
-      p = { stmt, row };
+      p = { stmt, reads: stepsToTheEnd(sql, stmt), row };
       if (this.#cache.size >= STATEMENT_CACHE_SIZE) this.#cache.delete(this.#cache.keys().next().value!);
       this.#cache.set(sql, p);
     }
@@ -52,7 +54,7 @@ class NodeSqliteAdapter implements SqliteDatabase {
     const p = this.statement(sql);
     const params = (args: ReadonlyArray<unknown>) => args.map(toSqlite) as never[];
     return {
-      reader: stepsToTheEnd(sql, p.stmt),
+      reader: p.reads,
       all: (args) => rowsOf(p, p.stmt.all(...params(args))),
       run: (args) => p.stmt.run(...params(args)),
       iterate: (args) => objectsOf(p, p.stmt.iterate(...params(args)) as IterableIterator<unknown>),
@@ -168,7 +170,7 @@ export function openNodeSqlite(path: string, opts: { busyTimeoutMs?: number } = 
         for (const { sql, parameters } of compiled) {
           const p = adapter.statement(sql);
           const args = parameters.map(toSqlite) as never[];
-          if (stepsToTheEnd(sql, p.stmt)) {
+          if (p.reads) {
             const rows = rowsOf(p, p.stmt.all(...args));
             results.push({ rows, changes: rows.length });
           } else {
