@@ -58,7 +58,7 @@ for (const workers of ['1', '2']) {
       assert.equal(counts.statuses.get(500) ?? 0, 0, 'no 500');
       // A connection busy at SIGTERM gets one last answer with Connection: close; an idle one is
       // closed at once; neither gets another answer (the listener no longer accepts).
-      assert.ok(counts.closing > 0 && counts.closing <= 32, `answers with Connection: close: ${counts.closing}`);
+      assert.ok(counts.closing > 0 && counts.closing <= 32, `answers with Connection: close: ${counts.closing}; answers ${JSON.stringify([...counts.statuses])}, ${counts.failed} refused or reset, ${took} ms; stderr:\n${gw.stderr().slice(-1500)}`);
       const s = await stream;
       assert.equal(s.status, 200);
       assert.match(s.text, /gateway_stopping/, 'the open stream got its API’s error event');

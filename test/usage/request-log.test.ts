@@ -342,7 +342,10 @@ test('bodies whose log row never came (a hard kill between the two writes) go on
   w.gw = await w.gw.restart({ USAGE_PRUNE_DELAY_S: '0' });
   await until('the old day swept', async () => !existsSync(dayDir(9)), 20_000);
   assert.ok(existsSync(join(dayDir(2), 'orphan-recent.json')), 'a day within retention keeps its files');
-  const said = w.gw.stdout().split('\n').filter((l) => l.includes('request-log bodies with no log row deleted'));
+  // the pass says so once it has swept all three days (the folder goes before the line)
+  const saidLines = () => w.gw.stdout().split('\n').filter((l) => l.includes('request-log bodies with no log row deleted'));
+  await until('the pass says what it deleted', async () => saidLines().length > 0, 20_000);
+  const said = saidLines();
   assert.equal(said.length, 1, w.gw.stdout().slice(-2000));
   assert.equal(JSON.parse(said[0]).count, 2);
 });
