@@ -8,59 +8,18 @@
 //
 // Not part of `npm test` (its name does not end in .test.ts): the install takes a while.
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { startAgentsWorld, upstreamCalls, type AgentsWorld } from '../ai/agents-world.ts';
-
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const CLIENTS = join(ROOT, 'test/agents/clients');
-const CACHE = join(ROOT, '.agents-cache');
-const BIN = join(CACHE, 'node_modules/.bin');
-
-/** Installs the pinned clients into .agents-cache/ (npm ci from the committed lock) unless that lock is installed already. */
-function installClients(): void {
-  const lock = readFileSync(join(CLIENTS, 'package-lock.json'));
-  const stamp = createHash('sha256').update(lock).digest('hex');
-  const stampFile = join(CACHE, '.installed');
-  if (existsSync(stampFile) && readFileSync(stampFile, 'utf8') === stamp && existsSync(join(BIN, 'claude')) && existsSync(join(BIN, 'codex'))) return;
-  mkdirSync(CACHE, { recursive: true });
-  for (const f of ['package.json', 'package-lock.json', 'agents-sdk-run.mjs']) copyFileSync(join(CLIENTS, f), join(CACHE, f));
-  const r = spawnSync('npm', ['ci', '--no-audit', '--no-fund'], { cwd: CACHE, stdio: 'inherit' });
-  assert.equal(r.status, 0, 'npm ci of the agent clients');
-  writeFileSync(stampFile, stamp);
-}
-
-/** Runs a client to its end (at most 3 minutes), its output collected. */
-function run(cmd: string, args: string[], opts: { cwd: string; env: Record<string, string> }): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(cmd, args, { cwd: opts.cwd, env: { PATH: process.env.PATH!, ...opts.env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d) => (stdout += d));
-    child.stderr.setEncoding('utf8').on('data', (d) => (stderr += d));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 180_000);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
+import { installClients, removeWorkdirs, run, workdir } from './harness.ts';
 
 let w: AgentsWorld;
-const dirs: string[] = [];
-const workdir = () => {
-  const d = mkdtempSync(join(tmpdir(), 'citygate-agent-'));
-  dirs.push(d);
-  return d;
-};
+let CACHE = '';
+let BIN = '';
 
 before(async () => {
-  installClients();
+  ({ dir: CACHE, bin: BIN } = installClients('clients', ['claude', 'codex']));
   w = await startAgentsWorld();
   // one script for every client: each writes hello.txt (or asks the weather) with its own tool
   w.stub.plan = (tools) => {
@@ -72,7 +31,7 @@ before(async () => {
 });
 after(async () => {
   await w?.close();
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  removeWorkdirs();
 });
 
 /** The working directory of the run in progress (the Write tool takes an absolute path). */
