@@ -103,7 +103,8 @@ export class WindowEngine implements RollingWindows {
       if (got.minute !== minute || got.windows !== windows) continue; // another call's take: look again
       // Refused. Credits other live processes hold in slices of this minute may come back
       // within an idle period and a flush: wait that long before refusing (no false 429).
-      const mine = s ? s.taken : 0;
+      const cur = st.current as Slice | null;
+      const mine = cur && cur.minute === minute ? cur.taken : 0; // this process's own slice is no one else's
       const elsewhere = Math.max(0, got.open - mine);
       const short = this.#blocking(windows, got, missing);
       if (!short) continue;
