@@ -71,24 +71,29 @@ export class SubscriptionCache {
   async get(cityId: string, userId: string): Promise<LiveSub | null> {
     const t = Date.now();
     let c = this.#cities.get(cityId);
-    if (!c || t - c.at > SUB_CACHE_MS) {
-      if (!c?.loading) {
-        const loading = this.gw.db.kysely
-          .selectFrom('subscriptions')
-          .select('subscription_id')
-          .where('city_id', '=', cityId)
-          .where('live', '=', 1)
-          .limit(1)
-          .executeTakeFirst()
-          .then((r) => !!r);
-        c = { at: c?.at ?? 0, any: c?.any ?? false, loading };
-        this.#cities.set(cityId, c);
-        const any = await loading.finally(() => (c!.loading = undefined));
-        c.at = Date.now();
-        c.any = any;
-      } else await c.loading;
+    let any: boolean;
+    if (c && t - c.at <= SUB_CACHE_MS) any = c.any;
+    else if (c?.loading) any = await c.loading;
+    else {
+      const entry: { at: number; any: boolean; loading?: Promise<boolean> } = { at: c?.at ?? 0, any: c?.any ?? false };
+      // Every caller waiting on this read gets its answer from the promise itself.
+      entry.loading = this.gw.db.kysely
+        .selectFrom('subscriptions')
+        .select('subscription_id')
+        .where('city_id', '=', cityId)
+        .where('live', '=', 1)
+        .limit(1)
+        .executeTakeFirst()
+        .then((r) => {
+          entry.any = !!r;
+          entry.at = Date.now();
+          return entry.any;
+        })
+        .finally(() => (entry.loading = undefined));
+      this.#cities.set(cityId, (c = entry));
+      any = await entry.loading;
     }
-    if (!c.any) return null;
+    if (!any) return null;
     const key = `${cityId}\n${userId}`;
     let u = this.#users.get(key);
     const now = this.now();
