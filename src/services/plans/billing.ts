@@ -9,6 +9,10 @@ import type { RollingWindows, WindowHold, WindowRefusal } from '../../kernel/win
 import { graceMs, SubscriptionCache, type LiveSub } from './subscriptions.ts';
 import { windowExhausted } from './events.ts';
 
+/** Each gateway's plan billing (its subscription cache is forgotten where a change is made). */
+export const billings = new WeakMap<GatewayContext, PlanBilling>();
+export const planBilling = (gw: GatewayContext) => billings.get(gw);
+
 type PlanHold = Hold & { [k: symbol]: WindowHold | undefined };
 
 export class PlanBilling implements Billing {

@@ -11,14 +11,12 @@ import { WINDOWS, type RollingWindows } from '../../kernel/windows.ts';
 import { scopeCity } from '../balance/index.ts';
 import { cityIdSchema, requireCity } from '../cities/index.ts';
 import { userIdSchema } from '../cities/tokens.ts';
-import { PlanBilling } from './billing.ts';
+import { billings, planBilling, PlanBilling } from './billing.ts';
 import { apply, grantPeriod, updated } from './lifecycle.ts';
 import { planFields, planIdSchema, toPlan } from './schema.ts';
 import { graceMs, readLive } from './subscriptions.ts';
 import { subscriptionActions } from './subscribe.ts';
 
-const billings = new WeakMap<GatewayContext, PlanBilling>();
-export const planBilling = (gw: GatewayContext) => billings.get(gw);
 
 export async function requirePlan(gw: GatewayContext, planId: string, identity: Identity) {
   const row = await gw.db.kysely.selectFrom('plans').selectAll().where('plan_id', '=', planId).executeTakeFirst();

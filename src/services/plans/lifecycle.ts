@@ -11,6 +11,7 @@ import { sql, type CompiledQuery } from 'kysely';
 import { isUniqueViolation } from '../../db/database.ts';
 import type { SubscriptionsTable } from '../../db/schema.ts';
 import type { GatewayContext } from '../../kernel/context.ts';
+import { WINDOWS, type RollingWindows } from '../../kernel/windows.ts';
 import { dispatchSoon } from '../webhooks/dispatch.ts';
 import { eventStatement, type EventType } from '../webhooks/events.ts';
 
@@ -30,7 +31,7 @@ export interface Change {
 /** Applies a change once; 'replayed' when its event was applied before. */
 export async function apply(gw: GatewayContext, sub: SubscriptionsTable, c: Change): Promise<Outcome> {
   const db = gw.db;
-  const at = Date.now();
+  const at = gw.use<RollingWindows>(WINDOWS)?.now() ?? Date.now(); // the windows' clock (tests move it)
   const statements: CompiledQuery[] = [];
   if (c.event) {
     statements.push(

@@ -1,4 +1,115 @@
-// plans/subscribe, plans/portal and the providers' subscription webhooks (filled in below).
-import type { AnyAction } from '../../kernel/service.ts';
+// plans/subscribe, plans/portal, the result pages and the providers' subscription webhooks.
+import { z } from 'zod';
+import type { SubscriptionsTable } from '../../db/schema.ts';
+import { newId } from '../../kernel/crypto.ts';
+import { badRequest, conflict, GatewayError, notFound } from '../../kernel/errors.ts';
+import type { Identity } from '../../kernel/identity.ts';
+import { action, type AnyAction } from '../../kernel/service.ts';
+import { page } from '../payment/pages.ts';
+import { planBilling } from './billing.ts';
+import { planIdSchema } from './schema.ts';
+import { applyStripeEvent, ensurePrice, stripeCheckout, stripePortal, verifiedStripeEvent } from './stripe.ts';
 
-export const subscriptionActions: Record<string, AnyAction> = {};
+const WEBHOOK_MAX_BYTES = 512 * 1024;
+
+export const subscriptionActions: Record<string, AnyAction> = {
+  subscribe: action({
+    method: 'POST',
+    auth: ['user'],
+    ipLimited: true,
+    errors: [409, 502, 503],
+    summary: 'Subscribe to a plan: a Stripe Checkout in subscription mode; the first paid invoice starts the plan',
+    input: z.object({ plan_id: planIdSchema, method: z.enum(['a', 'stripe']).optional().describe('the provider (Creem: not yet)') }),
+    handler: async ({ gateway, identity, input, request }) => {
+      const { cityId, userId } = identity as Extract<Identity, { kind: 'user' }>;
+      const plan = await gateway.db.kysely.selectFrom('plans').selectAll().where('plan_id', '=', input.plan_id).executeTakeFirst();
+      if (!plan || plan.city_id !== cityId || plan.status !== 'active') throw notFound('plan_not_found', `No plan '${input.plan_id}' to subscribe to.`, 'plan_id');
+      const live = await gateway.db.kysely.selectFrom('subscriptions').select(['subscription_id', 'provider']).where('city_id', '=', cityId).where('user_id', '=', userId).where('live', '=', 1).executeTakeFirst();
+      if (live) throw conflict('already_subscribed', 'You already have a plan: change or cancel it through plans/portal.', 'plan_id');
+      if (!gateway.env.has('PAYMENT_A_SECRET_KEY')) throw new GatewayError(503, 'payment_method_disabled', 'Stripe is not configured (PAYMENT_A_SECRET_KEY).');
+      const origin = gateway.publicOrigin(request);
+      const price = await ensurePrice(gateway, plan);
+      const at = Date.now();
+      const sub: SubscriptionsTable = {
+        subscription_id: newId('sub', 16),
+        city_id: cityId,
+        user_id: userId,
+        plan_id: plan.plan_id,
+        provider: 'stripe',
+        provider_ref: null,
+        customer_ref: null,
+        checkout_ref: null,
+        status: 'incomplete',
+        cancel_at_period_end: 0,
+        period_start: null,
+        period_end: null,
+        past_due_since: null,
+        live: null, // live once paid: an abandoned checkout blocks nothing
+        created_at: at,
+        updated_at: at,
+      };
+      await gateway.db.kysely.insertInto('subscriptions').values(sub).execute();
+      const q = `subscription_id=${encodeURIComponent(sub.subscription_id)}`;
+      const s = await stripeCheckout(gateway, sub, price, { success: `${origin}/v1/plans/redirect/success?${q}`, cancel: `${origin}/v1/plans/redirect/cancel?${q}` });
+      await gateway.db.kysely.updateTable('subscriptions').set({ checkout_ref: s.ref }).where('subscription_id', '=', sub.subscription_id).execute();
+      return { subscription_id: sub.subscription_id, checkout_url: s.url, plan_id: plan.plan_id };
+    },
+  }),
+  portal: action({
+    method: 'POST',
+    auth: ['user'],
+    errors: [409, 502],
+    summary: "A link to Stripe's customer portal (change or cancel the plan, update the card, invoices)",
+    input: z.object({ return_url: z.url().optional() }),
+    handler: async ({ gateway, identity, request }) => {
+      const { cityId, userId } = identity as Extract<Identity, { kind: 'user' }>;
+      const sub = await gateway.db.kysely
+        .selectFrom('subscriptions')
+        .selectAll()
+        .where('city_id', '=', cityId)
+        .where('user_id', '=', userId)
+        .where('provider', '=', 'stripe')
+        .where('customer_ref', 'is not', null)
+        .orderBy('created_at', 'desc')
+        .executeTakeFirst();
+      if (!sub?.customer_ref) throw conflict('no_subscription', 'You have no Stripe subscription to manage.');
+      // Back to the gateway's public origin only (never a URL the caller names: no open redirect).
+      return { url: await stripePortal(gateway, sub.customer_ref, `${gateway.publicOrigin(request)}/v1/plans/redirect/success`) };
+    },
+  }),
+  'redirect/success': action({
+    method: 'GET',
+    auth: [],
+    produces: ['text/html'],
+    summary: 'Where the browser lands after a subscription checkout or the portal',
+    input: z.object({ subscription_id: z.string().max(64).optional() }),
+    handler: () => page('Thank you', 'Your plan starts as soon as the payment is confirmed (usually within seconds).'),
+  }),
+  'redirect/cancel': action({
+    method: 'GET',
+    auth: [],
+    produces: ['text/html'],
+    summary: 'Where the browser lands when a subscription checkout is abandoned',
+    input: z.object({ subscription_id: z.string().max(64).optional() }),
+    handler: () => page('Checkout canceled', 'Nothing was charged.'),
+  }),
+  'webhook/stripe': action({
+    method: 'POST',
+    auth: [],
+    body: 'raw',
+    maxBodyBytes: WEBHOOK_MAX_BYTES,
+    summary: 'Stripe subscription events (register {base_url}/v1/plans/webhook/stripe)',
+    handler: async ({ gateway, request, rawBody }) => {
+      const raw = await rawBody();
+      if (!gateway.env.has('PAYMENT_A_SECRET_KEY')) throw badRequest('payment_method_disabled', 'Stripe is not configured.');
+      const event = await verifiedStripeEvent(gateway, raw, request.headers);
+      const r = await applyStripeEvent(gateway, event);
+      if (r.subscriptionId) {
+        const row = await gateway.db.kysely.selectFrom('subscriptions').select(['city_id', 'user_id']).where('subscription_id', '=', r.subscriptionId).executeTakeFirst();
+        if (row) planBilling(gateway)?.subs.forget(row.city_id, row.user_id);
+      }
+      gateway.log('info', 'plans: stripe event', { event_id: event.id, type: event.type, subscription_id: r.subscriptionId, outcome: r.outcome });
+      return { received: true, outcome: r.outcome };
+    },
+  }),
+};

@@ -32,17 +32,21 @@ export async function readLive(gw: GatewayContext, cityId: string, userId: strin
   if (!row) return null;
   const plan = await gw.db.kysely.selectFrom('plans').selectAll().where('plan_id', '=', row.plan_id).executeTakeFirst();
   if (!plan) return null;
+  // The latest paid period that has begun (an upgrade's invoice starts a new one mid-period).
   const p = await gw.db.kysely
     .selectFrom('subscription_periods')
     .selectAll()
     .where('subscription_id', '=', row.subscription_id)
     .where('period_start', '<=', now)
-    .where('period_end', '>', now)
     .orderBy('period_start', 'desc')
+    .orderBy('created_at', 'desc')
     .limit(1)
     .executeTakeFirst();
-  // A refunded or disputed invoice takes its period's credits back: nothing more is allowed in it.
-  const period = p ? { start: Number(p.period_start), end: Number(p.period_end), credits: Number(p.revoked) ? 0 : Number(p.credits) } : null;
+  // It serves until its end; a past-due subscription keeps what is left of it through the grace
+  // (the renewal's payment is being retried). A refunded or disputed invoice takes its period's
+  // credits back: nothing more is allowed in it.
+  const until = p ? (row.status === 'past_due' && row.past_due_since !== null ? Math.max(Number(p.period_end), Number(row.past_due_since) + graceMs(gw)) : Number(p.period_end)) : 0;
+  const period = p && now < until ? { start: Number(p.period_start), end: until, credits: Number(p.revoked) ? 0 : Number(p.credits) } : null;
   const P = toPlan(plan);
   return {
     row,
