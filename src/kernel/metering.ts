@@ -122,6 +122,9 @@ export interface Hold {
   credits: number;
   /** Served from a credit lease of this process (its owner id), not a per-call hold. */
   lease?: string;
+  /** Served from a plan's allowance: about what its tightest window has left, and its name (a response header). */
+  planRemaining?: number;
+  planWindow?: string;
 }
 
 export interface Billing {

@@ -162,3 +162,24 @@ test('plans: bad input names the field; a bureau only sees its own city', async 
   const missing = await admin.post('/v1/plans/update', { plan_id: 'plan_doesnotexist', name: 'x' });
   assert.equal(missing.status, 404);
 });
+
+test("an AI answer carries the tightest window's remaining credits; a credits-only user's does not", async () => {
+  const u = await subscriber(await plan(false));
+  const first = await chat(u.token);
+  assert.equal(first.status, 200, first.text);
+  assert.equal(first.headers.get('x-citygate-plan-window'), '5h');
+  const left = Number(first.headers.get('x-citygate-plan-remaining'));
+  assert.ok(Number.isInteger(left) && left <= 900 && left >= 0, `remaining ${left}`);
+  await until(async () => (await openSlices(u.user)) === 0, 5000, 'slices returned');
+  const second = await chat(u.token);
+  assert.equal(Number(second.headers.get('x-citygate-plan-remaining')), 800, 'once the slices are back: exactly 1,000 − 2 × 100');
+  const stream = await fetch(`${w.gw.url}/v1/ai/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${u.token}`, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'stub-model', stream: true, messages: [{ role: 'user', content: 'hi' }] }) });
+  assert.equal(stream.status, 200);
+  assert.ok(stream.headers.get('x-citygate-plan-remaining') !== null, 'streams carry it too');
+  await stream.text();
+  const plain = await tokenFor(admin, CITY, 'no-plan');
+  await admin.post('/v1/balance/adjust', { city_id: CITY, user_id: 'no-plan', credits: 1000, reason: 'test', idempotency_key: 'f-no-plan' });
+  const r = await chat(plain);
+  assert.equal(r.status, 200, r.text);
+  assert.equal(r.headers.get('x-citygate-plan-remaining'), null);
+});

@@ -151,6 +151,12 @@ export class AiCall {
         mode: this.state.mode,
         ...(opts.durable ? { durable: true } : {}),
       });
+      const h = this.state.hold;
+      // A plan's allowance: its tightest window's remaining credits go out with the answer.
+      if (h.planRemaining !== undefined && this.state.timing) {
+        (this.state.timing.headers ??= {})['x-citygate-plan-remaining'] = String(h.planRemaining);
+        if (h.planWindow) this.state.timing.headers['x-citygate-plan-window'] = h.planWindow;
+      }
     } catch (e) {
       // Refused before any upstream call: still one record, with the refusal's code.
       this.#record('error', NOTHING_MEASURED, (e as { code?: string }).code ?? 'billing_failed', 0);

@@ -47,7 +47,7 @@ export class PlanBilling implements Billing {
     const credits = Math.max(0, Math.ceil(a.credits));
     const r = await this.windows.reserve(sub.scope, sub.windows, credits);
     if ('refused' in r) return this.#overflow(sub, a, r);
-    const hold: PlanHold = { id: `plan_${(this.#seq++).toString(36)}`, cityId: a.cityId, userId: a.userId, credits };
+    const hold: PlanHold = { id: `plan_${(this.#seq++).toString(36)}`, cityId: a.cityId, userId: a.userId, credits, planRemaining: r.remaining, planWindow: r.window };
     hold[this.#key] = r;
     return hold;
   }
