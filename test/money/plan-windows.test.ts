@@ -183,3 +183,24 @@ test("an AI answer carries the tightest window's remaining credits; a credits-on
   assert.equal(r.status, 200, r.text);
   assert.equal(r.headers.get('x-citygate-plan-remaining'), null);
 });
+
+test("a plan's rate limits replace the city's for its subscribers; its model allow-list refuses other models", async () => {
+  const p = await admin.post('/v1/plans/create', { city_id: CITY, name: 'Slow', interval: 'month', price: { amount: 100, currency: 'usd' }, credits: 100_000, limits: { user_rpm: 3 }, models: ['stub-model'], overflow: false });
+  assert.equal(p.status, 200, p.text);
+  const u = await subscriber(p.body.plan.id);
+  assert.equal((await chat(u.token, 0)).status, 200); // the first call reads the subscription
+  const statuses: number[] = [];
+  for (let i = 1; i <= 4; i++) statuses.push((await chat(u.token, i)).status);
+  assert.ok(statuses.includes(429), `the plan's 3 requests a minute: ${statuses.join(',')}`);
+  const limited = await chat(u.token, 9);
+  assert.equal(limited.status, 429);
+  assert.equal(errorOf(limited).code, 'rate_limited');
+  const other = await tokenFor(admin, CITY, 'no-plan-2');
+  await admin.post('/v1/balance/adjust', { city_id: CITY, user_id: 'no-plan-2', credits: 10_000, reason: 'test', idempotency_key: 'f-no-plan-2' });
+  for (let i = 0; i < 5; i++) assert.equal((await chat(other, i)).status, 200, 'the city itself has no such limit');
+  const q = await admin.post('/v1/plans/create', { city_id: CITY, name: 'Narrow', interval: 'month', price: { amount: 100, currency: 'usd' }, credits: 100_000, models: ['some-other-model'], overflow: false });
+  const v = await subscriber(q.body.plan.id);
+  const refused = await chat(v.token);
+  assert.equal(refused.status, 403, refused.text);
+  assert.equal(errorOf(refused).code, 'model_not_in_plan');
+});

@@ -55,6 +55,7 @@ export const plansService = defineService({
     const b = new PlanBilling(gw, inner, windows);
     billings.set(gw, b);
     gw.provide(BILLING, b);
+    gw.limits.userLimits = (cityId, userId) => b.subs.limitsOf(cityId, userId); // plan limits replace the city's for subscribers
   },
   actions: {
     create: action({

@@ -2,6 +2,7 @@
 // seconds (no database read per call), with its plan and its current paid period.
 import type { GatewayContext } from '../../kernel/context.ts';
 import type { WindowSpec } from '../../kernel/windows.ts';
+import type { CityLimits } from '../../kernel/city-settings.ts';
 import type { SubscriptionsTable } from '../../db/schema.ts';
 import { toPlan, windowsOf, type Plan } from './schema.ts';
 
@@ -19,6 +20,8 @@ export interface LiveSub {
   windows: WindowSpec[];
   scope: string;
   models: Set<string> | null;
+  /** The plan's rate limits (they replace the city's user_* limits), or undefined. */
+  limits: CityLimits | undefined;
 }
 
 export function graceMs(gw: GatewayContext): number {
@@ -55,6 +58,7 @@ export async function readLive(gw: GatewayContext, cityId: string, userId: strin
     windows: period ? windowsOf(P, period) : [],
     scope: `sub:${row.subscription_id}`,
     models: P.models ? new Set(P.models) : null,
+    limits: (P.limits as CityLimits | null) ?? undefined,
   };
 }
 
@@ -117,6 +121,14 @@ export class SubscriptionCache {
       return entry.sub;
     }
     return u.sub;
+  }
+
+  /** A subscriber's plan limits, from memory only (undefined when not known yet or none). */
+  limitsOf(cityId: string, userId: string): CityLimits | undefined {
+    if (!this.#cities.get(cityId)?.any) return undefined;
+    const sub = this.#users.get(`${cityId}\n${userId}`)?.sub;
+    if (!sub || (sub.row.status !== 'active' && sub.row.status !== 'past_due')) return undefined;
+    return sub.limits;
   }
 
   forget(cityId: string, userId?: string): void {
