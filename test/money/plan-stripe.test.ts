@@ -38,6 +38,8 @@ before(async () => {
   const p = await admin.post('/v1/plans/create', { city_id: CITY, name: 'Pro', interval: 'month', price: { amount: 2000, currency: 'usd' }, credits: 1000, windows: [{ window: '5h', limit: 800 }], overflow: false });
   assert.equal(p.status, 200, p.text);
   planId = p.body.plan.id;
+  const hookEp = await admin.post('/v1/webhooks/create', { city_id: CITY, url: 'https://hooks.invalid/citygate', events: ['subscription.created', 'subscription.renewed', 'subscription.past_due', 'subscription.canceled', 'subscription.ended', 'plan.window_exhausted'] });
+  assert.equal(hookEp.status, 200, hookEp.text);
 });
 after(async () => {
   await w?.close();
@@ -160,4 +162,38 @@ test('cancel at period end, then deleted: back to credits only; a refunded invoi
   }, 'the refunded period allows nothing');
   const ev = await row<{ n: number }>(w.gw, "SELECT COUNT(*) AS n FROM subscription_events WHERE provider = 'stripe'");
   assert.ok(Number(ev.n) > 0);
+});
+
+test('upgrade through plans/change (Stripe prorates: the new plan from its invoice), cancel and resume through the API; the webhook events went out once each', async () => {
+  await setClock(0);
+  const big = await admin.post('/v1/plans/create', { city_id: CITY, name: 'Max', interval: 'month', price: { amount: 10000, currency: 'usd' }, credits: 5000, windows: [{ window: '5h', limit: 4000 }], overflow: false });
+  assert.equal(big.status, 200, big.text);
+  const u = await subscribed();
+  const ch = await u.c.post('/v1/plans/change', { plan_id: big.body.plan.id });
+  assert.equal(ch.status, 200, ch.text);
+  const events = stripe.billing.drain() as unknown as StripeEvent[];
+  assert.deepEqual(events.map((e) => e.type), ['customer.subscription.updated', 'invoice.paid']);
+  assert.deepEqual(await deliver(events), ['applied', 'applied']);
+  assert.deepEqual(await deliver(events), ['replayed', 'replayed']);
+  const me = (await u.c.get('/v1/plans/me')).body.subscription;
+  assert.equal(me.plan.id, big.body.plan.id);
+  assert.equal(me.windows.find((x: { name: string }) => x.name === 'period').limit, 5000);
+  assert.equal(me.windows.find((x: { name: string }) => x.name === '5h').limit, 4000);
+  assert.equal((await periods(u.subId)).length, 2, 'the proration invoice granted the new plan once');
+
+  assert.equal((await u.c.post('/v1/plans/cancel', {})).status, 200);
+  assert.deepEqual(await deliver(stripe.billing.drain() as unknown as StripeEvent[]), ['applied']);
+  assert.equal((await u.c.get('/v1/plans/me')).body.subscription.cancel_at_period_end, true);
+  assert.equal((await u.c.post('/v1/plans/resume', {})).status, 200);
+  assert.deepEqual(await deliver(stripe.billing.drain() as unknown as StripeEvent[]), ['applied']);
+  assert.equal((await u.c.get('/v1/plans/me')).body.subscription.cancel_at_period_end, false);
+  const portal = await u.c.post('/v1/plans/portal', {});
+  assert.equal(portal.status, 200, portal.text);
+  assert.match(portal.body.url, /\/p\/session\//);
+
+  const types = await rows<{ type: string; n: number }>(w.gw, `SELECT type, COUNT(DISTINCT event_id) AS n FROM webhook_messages WHERE city_id = ? GROUP BY type`, [CITY]);
+  const seen = Object.fromEntries(types.map((t) => [t.type, Number(t.n)]));
+  for (const t of ['subscription.created', 'subscription.renewed', 'subscription.past_due', 'subscription.canceled', 'subscription.ended', 'plan.window_exhausted']) assert.ok(seen[t] >= 1, `${t}: ${JSON.stringify(seen)}`);
+  assert.equal(seen['plan.window_exhausted'], 1, 'once per window, however many calls it refused');
+  assert.equal(seen['subscription.created'], n, 'one per subscription, replays included');
 });

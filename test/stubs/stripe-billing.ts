@@ -24,6 +24,8 @@ export function stripeBilling(ctx: BillingContext) {
   /** subscription_data of a subscription-mode session, by session id. */
   const sessionData = new Map<string, { metadata: Record<string, string>; price: string }>();
   const portals: Obj[] = [];
+  /** Events the API's own changes made (POST /v1/subscriptions/:id), for the test to deliver. */
+  const outbox: Obj[] = [];
 
   const addMonths = (t: number, n: number) => {
     const d = new Date(t * 1000);
@@ -111,10 +113,13 @@ export function stripeBilling(ctx: BillingContext) {
     item["current_period_end"] = end;
   };
 
-  return {
+  const api = {
     subscriptions,
     invoices,
     portals,
+    outbox,
+    /** Takes the events the API's changes made so far. */
+    drain: () => outbox.splice(0),
     onSessionCreate,
     completeSubscription,
     /** The next period: its invoice paid (`fail`: its payment failed; the subscription goes past_due). */
@@ -215,11 +220,15 @@ export function stripeBilling(ctx: BillingContext) {
         if (method === "GET") return json(200, sub);
         if (method === "POST") {
           const p = ctx.parse(req.body);
-          if (p["cancel_at_period_end"] !== undefined) sub["cancel_at_period_end"] = p["cancel_at_period_end"] === "true";
+          const items = p["items"] as Obj[] | undefined;
+          const price = items?.[0]?.["price"] as string | undefined;
+          if (price && !ctx.prices.has(price)) return json(400, { error: { type: "invalid_request_error", message: `No such price: '${price}'`, param: "items[0][price]", code: "resource_missing" } });
+          outbox.push(...api.update(sub["id"] as string, { ...(p["cancel_at_period_end"] !== undefined ? { cancelAtPeriodEnd: p["cancel_at_period_end"] === "true" } : {}), ...(price ? { price } : {}) }));
           return json(200, sub);
         }
       }
       return null;
     },
   };
+  return api;
 }

@@ -60,6 +60,21 @@ export async function stripePortal(gw: GatewayContext, customer: string, returnU
   }
 }
 
+/** Moves a Stripe subscription to another price (Stripe prorates and invoices the difference now), or sets cancel at period end. */
+export async function stripeUpdate(gw: GatewayContext, subRef: string, u: { price?: string; cancelAtPeriodEnd?: boolean }): Promise<void> {
+  try {
+    const c = await client(gw);
+    if (u.price) {
+      const current = await c.subscriptions.retrieve(subRef);
+      const item = current.items.data[0];
+      await c.subscriptions.update(subRef, { items: [{ id: item.id, price: u.price }], proration_behavior: 'always_invoice' });
+    }
+    if (u.cancelAtPeriodEnd !== undefined) await c.subscriptions.update(subRef, { cancel_at_period_end: u.cancelAtPeriodEnd });
+  } catch (e) {
+    throw upstream(e);
+  }
+}
+
 const ms = (s: unknown) => Number(s) * 1000;
 
 /** Our subscription an object of a Stripe event belongs to (by our id in its metadata, else by Stripe's id). */

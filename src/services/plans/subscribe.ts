@@ -8,9 +8,27 @@ import { action, type AnyAction } from '../../kernel/service.ts';
 import { page } from '../payment/pages.ts';
 import { planBilling } from './billing.ts';
 import { planIdSchema } from './schema.ts';
-import { applyStripeEvent, ensurePrice, stripeCheckout, stripePortal, verifiedStripeEvent } from './stripe.ts';
+import { applyStripeEvent, ensurePrice, stripeCheckout, stripePortal, stripeUpdate, verifiedStripeEvent } from './stripe.ts';
+import { apply, updated } from './lifecycle.ts';
+import type { GatewayContext } from '../../kernel/context.ts';
 
 const WEBHOOK_MAX_BYTES = 512 * 1024;
+
+async function liveOf(gw: GatewayContext, cityId: string, userId: string): Promise<SubscriptionsTable> {
+  const sub = await gw.db.kysely.selectFrom('subscriptions').selectAll().where('city_id', '=', cityId).where('user_id', '=', userId).where('live', '=', 1).executeTakeFirst();
+  if (!sub) throw conflict('no_subscription', 'You have no plan.');
+  return sub;
+}
+
+/** Stripe: asks Stripe (its event then changes the state); a comp: changed here at once. */
+async function cancelOrResume(gw: GatewayContext, sub: SubscriptionsTable, cancel: boolean) {
+  if (sub.provider === 'stripe' && sub.provider_ref) {
+    await stripeUpdate(gw, sub.provider_ref, { cancelAtPeriodEnd: cancel });
+    return { subscription_id: sub.subscription_id, cancel_at_period_end: cancel, status: 'pending' };
+  }
+  await apply(gw, sub, { event: null, subscriptionId: sub.subscription_id, statements: updated(sub.subscription_id, { cancelAtPeriodEnd: cancel }), ...(cancel ? { emit: { type: 'subscription.canceled' as const, data: { at_period_end: true } } } : {}) });
+  return { subscription_id: sub.subscription_id, cancel_at_period_end: cancel, status: 'applied' };
+}
 
 export const subscriptionActions: Record<string, AnyAction> = {
   subscribe: action({
@@ -75,6 +93,45 @@ export const subscriptionActions: Record<string, AnyAction> = {
       if (!sub?.customer_ref) throw conflict('no_subscription', 'You have no Stripe subscription to manage.');
       // Back to the gateway's public origin only (never a URL the caller names: no open redirect).
       return { url: await stripePortal(gateway, sub.customer_ref, `${gateway.publicOrigin(request)}/v1/plans/redirect/success`) };
+    },
+  }),
+  change: action({
+    method: 'POST',
+    auth: ['user'],
+    errors: [409, 502],
+    summary: "Move to another plan of the city: Stripe prorates and invoices the difference now; the new plan's allowance starts with that invoice",
+    input: z.object({ plan_id: planIdSchema }),
+    handler: async ({ gateway, identity, input }) => {
+      const { cityId, userId } = identity as Extract<Identity, { kind: 'user' }>;
+      const sub = await liveOf(gateway, cityId, userId);
+      const plan = await gateway.db.kysely.selectFrom('plans').selectAll().where('plan_id', '=', input.plan_id).executeTakeFirst();
+      if (!plan || plan.city_id !== cityId || plan.status !== 'active') throw notFound('plan_not_found', `No plan '${input.plan_id}' to move to.`, 'plan_id');
+      if (plan.plan_id === sub.plan_id) throw conflict('same_plan', 'That is your plan already.', 'plan_id');
+      if (sub.provider !== 'stripe' || !sub.provider_ref) throw conflict('not_changeable', 'This subscription is not paid through Stripe: the city changes it (plans/assign).');
+      await stripeUpdate(gateway, sub.provider_ref, { price: await ensurePrice(gateway, plan) });
+      return { subscription_id: sub.subscription_id, plan_id: plan.plan_id, status: 'pending', note: 'applies when Stripe confirms the change (customer.subscription.updated, invoice.paid)' };
+    },
+  }),
+  cancel: action({
+    method: 'POST',
+    auth: ['user'],
+    errors: [409, 502],
+    summary: 'Cancel at the end of the paid period (the plan serves until then); plans/resume undoes it',
+    input: z.object({}),
+    handler: async ({ gateway, identity }) => {
+      const { cityId, userId } = identity as Extract<Identity, { kind: 'user' }>;
+      return cancelOrResume(gateway, await liveOf(gateway, cityId, userId), true);
+    },
+  }),
+  resume: action({
+    method: 'POST',
+    auth: ['user'],
+    errors: [409, 502],
+    summary: 'Undo a cancellation at the period end',
+    input: z.object({}),
+    handler: async ({ gateway, identity }) => {
+      const { cityId, userId } = identity as Extract<Identity, { kind: 'user' }>;
+      return cancelOrResume(gateway, await liveOf(gateway, cityId, userId), false);
     },
   }),
   'redirect/success': action({
