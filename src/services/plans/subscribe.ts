@@ -10,9 +10,17 @@ import { planBilling } from './billing.ts';
 import { planIdSchema } from './schema.ts';
 import { applyStripeEvent, ensurePrice, stripeCheckout, stripePortal, stripeUpdate, verifiedStripeEvent } from './stripe.ts';
 import { apply, updated } from './lifecycle.ts';
+import { applyCreemEvent, creemCheckout, verifiedCreemEvent } from './creem.ts';
 import type { GatewayContext } from '../../kernel/context.ts';
 
 const WEBHOOK_MAX_BYTES = 512 * 1024;
+
+/** This process reads the subscription again on its next call (others within SUB_CACHE_MS). */
+async function forgetSub(gw: GatewayContext, subscriptionId: string | null): Promise<void> {
+  if (!subscriptionId) return;
+  const row = await gw.db.kysely.selectFrom('subscriptions').select(['city_id', 'user_id']).where('subscription_id', '=', subscriptionId).executeTakeFirst();
+  if (row) planBilling(gw)?.subs.forget(row.city_id, row.user_id);
+}
 
 async function liveOf(gw: GatewayContext, cityId: string, userId: string): Promise<SubscriptionsTable> {
   const sub = await gw.db.kysely.selectFrom('subscriptions').selectAll().where('city_id', '=', cityId).where('user_id', '=', userId).where('live', '=', 1).executeTakeFirst();
@@ -26,6 +34,7 @@ async function cancelOrResume(gw: GatewayContext, sub: SubscriptionsTable, cance
     await stripeUpdate(gw, sub.provider_ref, { cancelAtPeriodEnd: cancel });
     return { subscription_id: sub.subscription_id, cancel_at_period_end: cancel, status: 'pending' };
   }
+  if (sub.provider !== 'manual') throw conflict('manage_at_provider', 'This subscription is managed at its provider (Creem: its customer portal).');
   await apply(gw, sub, { event: null, subscriptionId: sub.subscription_id, statements: updated(sub.subscription_id, { cancelAtPeriodEnd: cancel }), ...(cancel ? { emit: { type: 'subscription.canceled' as const, data: { at_period_end: true } } } : {}) });
   return { subscription_id: sub.subscription_id, cancel_at_period_end: cancel, status: 'applied' };
 }
@@ -37,23 +46,25 @@ export const subscriptionActions: Record<string, AnyAction> = {
     ipLimited: true,
     errors: [409, 502, 503],
     summary: 'Subscribe to a plan: a Stripe Checkout in subscription mode; the first paid invoice starts the plan',
-    input: z.object({ plan_id: planIdSchema, method: z.enum(['a', 'stripe']).optional().describe('the provider (Creem: not yet)') }),
+    input: z.object({ plan_id: planIdSchema, method: z.enum(['a', 'stripe', 'b', 'creem']).optional().describe('the provider: Stripe (a, default) or Creem (b; the plan needs creem_product_id)') }),
     handler: async ({ gateway, identity, input, request }) => {
       const { cityId, userId } = identity as Extract<Identity, { kind: 'user' }>;
       const plan = await gateway.db.kysely.selectFrom('plans').selectAll().where('plan_id', '=', input.plan_id).executeTakeFirst();
       if (!plan || plan.city_id !== cityId || plan.status !== 'active') throw notFound('plan_not_found', `No plan '${input.plan_id}' to subscribe to.`, 'plan_id');
       const live = await gateway.db.kysely.selectFrom('subscriptions').select(['subscription_id', 'provider']).where('city_id', '=', cityId).where('user_id', '=', userId).where('live', '=', 1).executeTakeFirst();
       if (live) throw conflict('already_subscribed', 'You already have a plan: change or cancel it through plans/portal.', 'plan_id');
-      if (!gateway.env.has('PAYMENT_A_SECRET_KEY')) throw new GatewayError(503, 'payment_method_disabled', 'Stripe is not configured (PAYMENT_A_SECRET_KEY).');
+      const creem = input.method === 'b' || input.method === 'creem';
+      if (creem && !plan.creem_product_id) throw badRequest('plan_not_on_creem', 'This plan has no Creem product (creem_product_id).', 'method');
+      if (!gateway.env.has(creem ? 'PAYMENT_B_API_KEY' : 'PAYMENT_A_SECRET_KEY')) throw new GatewayError(503, 'payment_method_disabled', `${creem ? 'Creem' : 'Stripe'} is not configured.`);
       const origin = gateway.publicOrigin(request);
-      const price = await ensurePrice(gateway, plan);
+      const price = creem ? null : await ensurePrice(gateway, plan);
       const at = Date.now();
       const sub: SubscriptionsTable = {
         subscription_id: newId('sub', 16),
         city_id: cityId,
         user_id: userId,
         plan_id: plan.plan_id,
-        provider: 'stripe',
+        provider: creem ? 'creem' : 'stripe',
         provider_ref: null,
         customer_ref: null,
         checkout_ref: null,
@@ -68,7 +79,9 @@ export const subscriptionActions: Record<string, AnyAction> = {
       };
       await gateway.db.kysely.insertInto('subscriptions').values(sub).execute();
       const q = `subscription_id=${encodeURIComponent(sub.subscription_id)}`;
-      const s = await stripeCheckout(gateway, sub, price, { success: `${origin}/v1/plans/redirect/success?${q}`, cancel: `${origin}/v1/plans/redirect/cancel?${q}` });
+      const s = price
+        ? await stripeCheckout(gateway, sub, price, { success: `${origin}/v1/plans/redirect/success?${q}`, cancel: `${origin}/v1/plans/redirect/cancel?${q}` })
+        : await creemCheckout(gateway, sub, plan, `${origin}/v1/plans/redirect/success?${q}`);
       await gateway.db.kysely.updateTable('subscriptions').set({ checkout_ref: s.ref }).where('subscription_id', '=', sub.subscription_id).execute();
       return { subscription_id: sub.subscription_id, checkout_url: s.url, plan_id: plan.plan_id };
     },
@@ -150,6 +163,20 @@ export const subscriptionActions: Record<string, AnyAction> = {
     input: z.object({ subscription_id: z.string().max(64).optional() }),
     handler: () => page('Checkout canceled', 'Nothing was charged.'),
   }),
+  'webhook/creem': action({
+    method: 'POST',
+    auth: [],
+    body: 'raw',
+    maxBodyBytes: WEBHOOK_MAX_BYTES,
+    summary: 'Creem subscription events (register {base_url}/v1/plans/webhook/creem)',
+    handler: async ({ gateway, request, rawBody }) => {
+      const event = await verifiedCreemEvent(gateway, await rawBody(), request.headers);
+      const r = await applyCreemEvent(gateway, event);
+      await forgetSub(gateway, r.subscriptionId);
+      gateway.log('info', 'plans: creem event', { event_id: event.id, type: event.type, subscription_id: r.subscriptionId, outcome: r.outcome });
+      return { received: true, outcome: r.outcome };
+    },
+  }),
   'webhook/stripe': action({
     method: 'POST',
     auth: [],
@@ -161,10 +188,7 @@ export const subscriptionActions: Record<string, AnyAction> = {
       if (!gateway.env.has('PAYMENT_A_SECRET_KEY')) throw badRequest('payment_method_disabled', 'Stripe is not configured.');
       const event = await verifiedStripeEvent(gateway, raw, request.headers);
       const r = await applyStripeEvent(gateway, event);
-      if (r.subscriptionId) {
-        const row = await gateway.db.kysely.selectFrom('subscriptions').select(['city_id', 'user_id']).where('subscription_id', '=', r.subscriptionId).executeTakeFirst();
-        if (row) planBilling(gateway)?.subs.forget(row.city_id, row.user_id);
-      }
+      await forgetSub(gateway, r.subscriptionId);
       gateway.log('info', 'plans: stripe event', { event_id: event.id, type: event.type, subscription_id: r.subscriptionId, outcome: r.outcome });
       return { received: true, outcome: r.outcome };
     },
