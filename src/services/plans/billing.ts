@@ -13,6 +13,8 @@ import { windowExhausted } from './events.ts';
 export const billings = new WeakMap<GatewayContext, PlanBilling>();
 export const planBilling = (gw: GatewayContext) => billings.get(gw);
 
+const DONE = Promise.resolve();
+
 type PlanHold = Hold & { [k: symbol]: WindowHold | undefined };
 
 export class PlanBilling implements Billing {
@@ -30,7 +32,14 @@ export class PlanBilling implements Billing {
     this.subs = new SubscriptionCache(gw, () => windows.now());
   }
 
-  async reserve(a: { cityId: string; userId: string; credits: number; requestId: string; model: string; mode: string; durable?: boolean }): Promise<Hold> {
+  reserve(a: { cityId: string; userId: string; credits: number; requestId: string; model: string; mode: string; durable?: boolean }): Promise<Hold> {
+    // A city known (within SUB_CACHE_MS) to have no live subscription: straight to credits, no
+    // extra promise on the hot path of a credits-only call.
+    if (this.subs.knownEmpty(a.cityId)) return this.inner.reserve(a);
+    return this.#reserve(a);
+  }
+
+  async #reserve(a: Parameters<Billing['reserve']>[0]): Promise<Hold> {
     const sub = await this.subs.get(a.cityId, a.userId);
     // Jobs' holds outlive the process (a window slice lives in memory): they draw on credits.
     if (!sub || a.durable) return this.inner.reserve(a);
@@ -67,17 +76,19 @@ export class PlanBilling implements Billing {
     });
   }
 
-  async settle(hold: Hold, credits: number): Promise<void> {
+  settle(hold: Hold, credits: number): Promise<void> {
     const wh = (hold as PlanHold)[this.#key];
     if (!wh) return this.inner.settle(hold, credits);
     (hold as PlanHold)[this.#key] = undefined;
     this.windows.settle(wh, credits);
+    return DONE;
   }
 
-  async release(hold: Hold): Promise<void> {
+  release(hold: Hold): Promise<void> {
     const wh = (hold as PlanHold)[this.#key];
     if (!wh) return this.inner.release(hold);
     (hold as PlanHold)[this.#key] = undefined;
     this.windows.release(wh);
+    return DONE;
   }
 }

@@ -123,6 +123,12 @@ export class SubscriptionCache {
     return u.sub;
   }
 
+  /** True when this city is known, read within SUB_CACHE_MS, to have no live subscription. */
+  knownEmpty(cityId: string): boolean {
+    const c = this.#cities.get(cityId);
+    return !!c && !c.any && !c.loading && Date.now() - c.at <= SUB_CACHE_MS;
+  }
+
   /** A subscriber's plan limits, from memory only (undefined when not known yet or none). */
   limitsOf(cityId: string, userId: string): CityLimits | undefined {
     if (!this.#cities.get(cityId)?.any) return undefined;
