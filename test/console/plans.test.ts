@@ -59,6 +59,12 @@ browserSuite('the console: plans', () => {
     await page.getByText('300 of 3,000 credits used').waitFor();
     await page.getByText('300 of 5,000 credits used').waitFor();
     await shot(page, 'plans-meters-1280');
+    // The Users page shows the same plan and meters for that user.
+    await gotoPage(page, 'users?city=shop&user=alice-plan');
+    const card = page.getByRole('article', { name: 'Plan' });
+    await card.getByText('300 of 1,000 credits used').waitFor();
+    assert.match(await card.innerText(), /Pro[\s\S]*active[\s\S]*via manual/);
+    await shot(page, 'plans-user-1280');
     assert.deepEqual(outside, []);
     assert.deepEqual(pageErrors, []);
   });

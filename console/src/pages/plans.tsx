@@ -6,45 +6,7 @@ import { get, post } from '../api.ts';
 import { useWho } from '../app.tsx';
 import { useCities } from '../cities.ts';
 import { Badge, ConfirmButton, Empty, ErrorBox, PageHead, Show, invalidIn, num, useAction, useLoad, when } from '../ui.tsx';
-
-export interface Plan {
-  id: string;
-  city_id: string;
-  name: string;
-  description: string;
-  interval: 'month' | 'year';
-  price: { amount: number; currency: string };
-  credits: number;
-  windows: { window: number; limit: number }[];
-  models: string[] | null;
-  overflow: boolean;
-  stripe_price_id: string | null;
-  creem_product_id: string | null;
-  order: number;
-  status: 'active' | 'archived';
-}
-export interface WindowView { name: string; seconds: number | null; limit: number; used: number; remaining: number; resets_at: string | null }
-export interface SubscriptionView { id: string; plan: Plan; provider: string; status: string; serving: boolean; cancel_at_period_end: boolean; period_start: string | null; period_end: string | null; windows: WindowView[] }
-
-export const windowLabel = (s: number) => (s % 86_400 === 0 ? `${s / 86_400} d` : s % 3600 === 0 ? `${s / 3600} h` : `${Math.round(s / 60)} min`);
-const money = (p: Plan['price']) => `${(p.amount / 100).toFixed(2)} ${p.currency.toUpperCase()}`;
-
-/** Each window of a subscription as a meter: used of limit, and when it frees. */
-export function Meters({ windows }: { windows: WindowView[] }) {
-  return (
-    <div class="meters">
-      {windows.map((w) => (
-        <div key={w.name} class="meter">
-          <label>
-            <strong>{w.name === 'period' ? 'This period' : `Any ${w.name}`}</strong> — {num(w.used)} of {num(w.limit)} credits used
-            <progress value={w.used} max={w.limit} aria-label={`${w.name} window`} />
-          </label>
-          <small>{num(w.remaining)} left{w.resets_at ? ` · frees ${when(w.resets_at)}` : ''}</small>
-        </div>
-      ))}
-    </div>
-  );
-}
+import { Meters, money, windowLabel, type Plan, type SubscriptionView } from '../plan-meters.tsx';
 
 const blank = { name: '', interval: 'month', amount: '20.00', currency: 'usd', credits: '5000000', windows: '5h=400000, 7d=1500000', models: '', overflow: true, stripe_price_id: '', creem_product_id: '', order: '0' };
 
