@@ -1,10 +1,11 @@
 // The charge order of a subscriber's call (issue 34): the plan's allowance within every window
 // (and the paid period's credits), then the prepaid credits if the plan allows overflow, else
-// 429 plan_window_exhausted naming the window and when it frees. Wraps the balance service's
-// billing capability; a user with no live subscription goes straight to it.
+// 429 plan_window_exhausted naming the window and when it frees. Offered as the ALLOWANCE
+// capability, which ai asks before the billing; null sends a call to the prepaid credits (a
+// user with no live subscription, at once and without a promise).
 import type { GatewayContext } from '../../kernel/context.ts';
 import { GatewayError } from '../../kernel/errors.ts';
-import type { Billing, Hold } from '../../kernel/metering.ts';
+import type { Allowance, Billing, Hold } from '../../kernel/metering.ts';
 import type { RollingWindows, WindowHold, WindowRefusal } from '../../kernel/windows.ts';
 import { graceMs, SubscriptionCache, type LiveSub } from './subscriptions.ts';
 import { windowExhausted } from './events.ts';
@@ -13,58 +14,54 @@ import { windowExhausted } from './events.ts';
 export const billings = new WeakMap<GatewayContext, PlanBilling>();
 export const planBilling = (gw: GatewayContext) => billings.get(gw);
 
-const DONE = Promise.resolve();
-
 type PlanHold = Hold & { [k: symbol]: WindowHold | undefined };
 
-export class PlanBilling implements Billing {
+export class PlanBilling implements Allowance {
   readonly gw: GatewayContext;
-  readonly inner: Billing;
   readonly windows: RollingWindows;
   readonly subs: SubscriptionCache;
   readonly #key = Symbol('plan window hold');
   #seq = 0;
 
-  constructor(gw: GatewayContext, inner: Billing, windows: RollingWindows) {
+  constructor(gw: GatewayContext, windows: RollingWindows) {
     this.gw = gw;
-    this.inner = inner;
     this.windows = windows;
     this.subs = new SubscriptionCache(gw, () => windows.now());
   }
 
-  reserve(a: { cityId: string; userId: string; credits: number; requestId: string; model: string; mode: string; durable?: boolean }): Promise<Hold> {
-    // A city known (within SUB_CACHE_MS) to have no live subscription: straight to credits, no
-    // extra promise on the hot path of a credits-only call.
-    if (this.subs.knownEmpty(a.cityId)) return this.inner.reserve(a);
+  reserve(a: Parameters<Billing['reserve']>[0]): Promise<Hold | null> | null {
+    // A city known (within SUB_CACHE_MS) to have no live subscription: credits, with no
+    // promise on the hot path of a credits-only call.
+    if (a.durable || this.subs.knownEmpty(a.cityId)) return null;
     return this.#reserve(a);
   }
 
-  async #reserve(a: Parameters<Billing['reserve']>[0]): Promise<Hold> {
+  async #reserve(a: Parameters<Billing['reserve']>[0]): Promise<Hold | null> {
     const sub = await this.subs.get(a.cityId, a.userId);
     // Jobs' holds outlive the process (a window slice lives in memory): they draw on credits.
-    if (!sub || a.durable) return this.inner.reserve(a);
+    if (!sub) return null;
     const now = this.windows.now();
     if (sub.row.status === 'past_due' && sub.row.past_due_since !== null && now - Number(sub.row.past_due_since) > graceMs(this.gw)) {
       throw new GatewayError(402, 'subscription_past_due', 'The subscription’s last payment failed and its grace period is over: update the payment method (plans/portal) to continue.');
     }
-    if (sub.row.status !== 'active' && sub.row.status !== 'past_due') return this.inner.reserve(a);
-    if (!sub.period) return this.#overflow(sub, a, null);
+    if (sub.row.status !== 'active' && sub.row.status !== 'past_due') return null;
+    if (!sub.period) return this.#overflow(sub, null);
     if (sub.models && !sub.models.has(a.model)) {
-      if (sub.plan.overflow) return this.inner.reserve(a);
+      if (sub.plan.overflow) return null;
       throw new GatewayError(403, 'model_not_in_plan', `The plan '${sub.plan.name}' does not include the model '${a.model}'.`, { param: 'model' });
     }
     const credits = Math.max(0, Math.ceil(a.credits));
     const r = await this.windows.reserve(sub.scope, sub.windows, credits);
-    if ('refused' in r) return this.#overflow(sub, a, r);
+    if ('refused' in r) return this.#overflow(sub, r);
     const hold: PlanHold = { id: `plan_${(this.#seq++).toString(36)}`, cityId: a.cityId, userId: a.userId, credits, planRemaining: r.remaining, planWindow: r.window };
     hold[this.#key] = r;
     return hold;
   }
 
   /** The plan cannot take the call: prepaid credits if the plan allows, else 429 naming the window. */
-  #overflow(sub: LiveSub, a: Parameters<Billing['reserve']>[0], r: WindowRefusal | null): Promise<Hold> {
+  #overflow(sub: LiveSub, r: WindowRefusal | null): null {
     if (r) windowExhausted(this.gw, sub, r);
-    if (sub.plan.overflow) return this.inner.reserve(a);
+    if (sub.plan.overflow) return null;
     const w = r?.window;
     const retryS = r?.retryAfterMs ? Math.ceil(r.retryAfterMs / 1000) : sub.period ? Math.max(1, Math.ceil((sub.period.end - this.windows.now()) / 1000)) : null;
     const resets = r ? w!.resets_at : sub.period?.end ?? null;
@@ -76,19 +73,19 @@ export class PlanBilling implements Billing {
     });
   }
 
-  settle(hold: Hold, credits: number): Promise<void> {
+  settle(hold: Hold, credits: number): boolean {
     const wh = (hold as PlanHold)[this.#key];
-    if (!wh) return this.inner.settle(hold, credits);
+    if (!wh) return false;
     (hold as PlanHold)[this.#key] = undefined;
     this.windows.settle(wh, credits);
-    return DONE;
+    return true;
   }
 
-  release(hold: Hold): Promise<void> {
+  release(hold: Hold): boolean {
     const wh = (hold as PlanHold)[this.#key];
-    if (!wh) return this.inner.release(hold);
+    if (!wh) return false;
     (hold as PlanHold)[this.#key] = undefined;
     this.windows.release(wh);
-    return DONE;
+    return true;
   }
 }

@@ -5,7 +5,7 @@ import type { GatewayContext } from '../../kernel/context.ts';
 import { newId } from '../../kernel/crypto.ts';
 import { conflict, forbidden, GatewayError, notFound } from '../../kernel/errors.ts';
 import type { Identity } from '../../kernel/identity.ts';
-import { BILLING, type Billing } from '../../kernel/metering.ts';
+import { ALLOWANCE, BILLING, type Billing } from '../../kernel/metering.ts';
 import { action, defineService } from '../../kernel/service.ts';
 import { WINDOWS, type RollingWindows } from '../../kernel/windows.ts';
 import { scopeCity } from '../balance/index.ts';
@@ -49,12 +49,11 @@ export const plansService = defineService({
   description: 'Subscription plans per city: credits per period, capped per rolling window, paid through Stripe or Creem.',
   env: [{ key: 'PLANS_PAST_DUE_GRACE_HOURS', description: 'How long a subscription whose payment failed keeps serving (default 72).', required: false }],
   init(gw) {
-    const inner = gw.use<Billing>(BILLING);
     const windows = gw.use<RollingWindows>(WINDOWS);
-    if (!inner || !windows) return; // no balance service: nothing is charged, plans only stored
-    const b = new PlanBilling(gw, inner, windows);
+    if (!gw.use<Billing>(BILLING) || !windows) return; // no balance service: nothing is charged, plans only stored
+    const b = new PlanBilling(gw, windows);
     billings.set(gw, b);
-    gw.provide(BILLING, b);
+    gw.provide(ALLOWANCE, b); // ai asks it before the billing (the charge order)
     gw.limits.userLimits = (cityId, userId) => b.subs.limitsOf(cityId, userId); // plan limits replace the city's for subscribers
   },
   actions: {
