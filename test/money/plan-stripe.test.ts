@@ -160,6 +160,11 @@ test('cancel at period end, then deleted: back to credits only; a refunded invoi
     const r = await chat(v.token);
     return r.status === 429 && errorOf(r).code === 'plan_window_exhausted' && errorOf(r).param === 'window:period';
   }, 'the refunded period allows nothing');
+  // A dispute of a subscription invoice does the same (Stripe's dispute names the charge only).
+  const x = await subscribed();
+  const xInvoice = stripe.billing.subscriptions.get(x.stripeSub)!['latest_invoice'] as string;
+  assert.deepEqual(await deliver(stripe.billing.disputeInvoice(xInvoice) as unknown as StripeEvent[]), ['applied']);
+  assert.equal(Number((await periods(x.subId))[0].revoked), 1);
   const ev = await row<{ n: number }>(w.gw, "SELECT COUNT(*) AS n FROM subscription_events WHERE provider = 'stripe'");
   assert.ok(Number(ev.n) > 0);
 });

@@ -100,6 +100,16 @@ export function stripeBilling(ctx: BillingContext) {
     return [ctx.event("customer.subscription.created", structuredClone(sub)), ctx.event("invoice.paid", structuredClone(inv))];
   }
 
+  function chargeOfInvoice(invoiceId: string): Obj {
+    const inv = invoices.get(invoiceId)!;
+    let c = charges.get(invoiceId);
+    if (!c) {
+      c = { id: ctx.nextId("ch_3", 21), object: "charge", amount: inv["amount_paid"], amount_captured: inv["amount_paid"], amount_refunded: 0, currency: inv["currency"], customer: inv["customer"], invoice: invoiceId, payment_intent: ctx.nextId("pi_3", 21), refunded: false, paid: true, status: "succeeded" };
+      charges.set(invoiceId, c);
+    }
+    return c;
+  }
+
   const get = (id: string) => {
     const s = subscriptions.get(id);
     if (!s) throw new Error(`stripe stub: no subscription ${id}`);
@@ -177,19 +187,25 @@ export function stripeBilling(ctx: BillingContext) {
     },
     /** Refunds an invoice's charge in full: charge.refunded with the Charge (invoice set). */
     refundInvoice(invoiceId: string): Obj[] {
-      const inv = invoices.get(invoiceId)!;
-      let c = charges.get(invoiceId);
-      if (!c) {
-        c = { id: ctx.nextId("ch_3", 21), object: "charge", amount: inv["amount_paid"], amount_captured: inv["amount_paid"], amount_refunded: 0, currency: inv["currency"], customer: inv["customer"], invoice: invoiceId, payment_intent: ctx.nextId("pi_3", 21), refunded: false, paid: true, status: "succeeded" };
-        charges.set(invoiceId, c);
-      }
+      const c = chargeOfInvoice(invoiceId);
       const prev = { amount_refunded: c["amount_refunded"], refunded: c["refunded"] };
       c["amount_refunded"] = c["amount_captured"];
       c["refunded"] = true;
       return [ctx.event("charge.refunded", structuredClone(c), prev)];
     },
+    /** A dispute of an invoice's charge: charge.dispute.created with the Dispute (it names the charge only). */
+    disputeInvoice(invoiceId: string): Obj[] {
+      const c = chargeOfInvoice(invoiceId);
+      const d = { id: ctx.nextId("dp_1", 23), object: "dispute", amount: c["amount_captured"], charge: c["id"], currency: c["currency"], payment_intent: c["payment_intent"], reason: "fraudulent", status: "needs_response", created: ctx.now(), livemode: false };
+      return [ctx.event("charge.dispute.created", d)];
+    },
     handle(req: RecordedRequest): StubResponse | null {
       const { method, path } = req;
+      const charge = /^\/v1\/charges\/([^/]+)$/.exec(path);
+      if (charge && method === "GET") {
+        const c = [...charges.values()].find((x) => x["id"] === decodeURIComponent(charge[1]!));
+        return c ? json(200, c) : null;
+      }
       if (path === "/v1/prices" && method === "POST") {
         const p = ctx.parse(req.body);
         const recurring = p["recurring"] as Obj | undefined;

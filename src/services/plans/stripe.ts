@@ -75,6 +75,16 @@ export async function stripeUpdate(gw: GatewayContext, subRef: string, u: { pric
   }
 }
 
+/** The invoice a charge paid (null: not an invoice's, or Stripe does not say). */
+async function chargeInvoice(gw: GatewayContext, chargeId: string): Promise<string | null> {
+  try {
+    const c = (await (await client(gw)).charges.retrieve(chargeId)) as unknown as Obj;
+    return typeof c.invoice === 'string' ? c.invoice : (c.invoice?.id ?? null);
+  } catch (e) {
+    throw upstream(e);
+  }
+}
+
 const ms = (s: unknown) => Number(s) * 1000;
 
 /** Our subscription an object of a Stripe event belongs to (by our id in its metadata, else by Stripe's id). */
@@ -170,8 +180,10 @@ export async function applyStripeEvent(gw: GatewayContext, event: Stripe.Event):
       break;
     case 'charge.refunded':
     case 'charge.dispute.created': {
-      // A subscription invoice's charge: the period it paid for allows nothing more.
-      const invoice = o.invoice ?? null;
+      // A subscription invoice's charge: the period it paid for allows nothing more. A dispute
+      // names only the charge: its invoice is read from Stripe.
+      let invoice = o.invoice ?? null;
+      if (typeof invoice !== 'string' && o.object === 'dispute' && typeof o.charge === 'string') invoice = await chargeInvoice(gw, o.charge);
       if (typeof invoice !== 'string') break;
       const period = await gw.db.kysely.selectFrom('subscription_periods').select('subscription_id').where('invoice_ref', '=', invoice).executeTakeFirst();
       if (!period) break;
