@@ -189,11 +189,16 @@ test("a plan's rate limits replace the city's for its subscribers; its model all
   assert.equal(p.status, 200, p.text);
   const u = await subscriber(p.body.plan.id);
   assert.equal((await chat(u.token, 0)).status, 200); // the first call reads the subscription
-  const statuses: number[] = [];
-  for (let i = 1; i <= 4; i++) statuses.push((await chat(u.token, i)).status);
-  assert.ok(statuses.includes(429), `the plan's 3 requests a minute: ${statuses.join(',')}`);
-  const limited = await chat(u.token, 9);
-  assert.equal(limited.status, 429);
+  // 3 a minute: a 429 within the next few calls (a few more if a minute boundary falls between them)
+  let limited: Awaited<ReturnType<typeof chat>> | null = null;
+  let served = 0;
+  for (let i = 1; i <= 10 && !limited; i++) {
+    const r = await chat(u.token, i);
+    if (r.status === 429) limited = r;
+    else served++;
+  }
+  assert.ok(limited, 'the plan’s 3 requests a minute apply');
+  assert.ok(served <= 6, `${served} calls before the refusal`);
   assert.equal(errorOf(limited).code, 'rate_limited');
   const other = await tokenFor(admin, CITY, 'no-plan-2');
   await admin.post('/v1/balance/adjust', { city_id: CITY, user_id: 'no-plan-2', credits: 10_000, reason: 'test', idempotency_key: 'f-no-plan-2' });
