@@ -220,6 +220,7 @@ export class AiCall {
     if (errorCode) r.error_code = errorCode;
     if (this.note) r.note = this.note;
     if (st.alias !== undefined) r.alias = st.alias;
+    if (id.kind === 'user' && id.keyId !== undefined) r.key_id = id.keyId;
     if (estimated) r.estimated = estimated;
     if (st.upstream !== undefined) {
       r.upstream = st.upstream;
