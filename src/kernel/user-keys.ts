@@ -234,7 +234,7 @@ export class UserKeys {
           const e = row ? entryOf(row) : null;
           // a change polled or announced meanwhile dropped the id: keep what the poll knows
           if (this.#loading.get(id) === loading) {
-            if (this.#byId.size >= IDS_MAX) this.#byId.clear();
+            if (this.#byId.size >= IDS_MAX) this.#forgetAll();
             this.#byId.set(id, e);
           }
           return e;
@@ -279,6 +279,12 @@ export class UserKeys {
   changed(id: string): void {
     this.#drop(id);
     this.db.changes?.publish('key', id);
+  }
+
+  /** Polls only update keys known here: keys no longer known must be verified again. */
+  #forgetAll(): void {
+    for (const e of this.#byId.values()) if (e) e.live = false;
+    this.#byId.clear();
   }
 
   #drop(id: string): void {
