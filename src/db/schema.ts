@@ -384,6 +384,83 @@ export interface MigrationsTable {
   applied_at: number;
 }
 
+// Plans and rolling windows (issue 34, migration 094).
+export interface WindowScopesTable {
+  scope: string;
+  total: number;
+  updated_at: number;
+}
+
+export interface WindowBucketsTable {
+  scope: string;
+  minute: number;
+  used: number;
+  open_slices: number;
+  take_id: string | null;
+}
+
+export interface PlansTable {
+  plan_id: string;
+  city_id: string;
+  name: string;
+  description: string;
+  billing_interval: 'month' | 'year';
+  amount: number;
+  currency: string;
+  credits: number;
+  /** JSON: [{ seconds, limit }] */
+  windows: string;
+  /** JSON string[] or null (all the city's models) */
+  models: string | null;
+  /** JSON CityLimits or null (the city's) */
+  limits: string | null;
+  overflow: number;
+  stripe_price_id: string | null;
+  creem_product_id: string | null;
+  sort_order: number;
+  status: 'active' | 'archived';
+  created_at: number;
+  updated_at: number;
+}
+
+export interface SubscriptionsTable {
+  subscription_id: string;
+  city_id: string;
+  user_id: string;
+  plan_id: string;
+  provider: 'stripe' | 'creem' | 'manual';
+  provider_ref: string | null;
+  customer_ref: string | null;
+  checkout_ref: string | null;
+  status: 'incomplete' | 'active' | 'past_due' | 'canceled' | 'ended';
+  cancel_at_period_end: number;
+  period_start: number | null;
+  period_end: number | null;
+  past_due_since: number | null;
+  live: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface SubscriptionPeriodsTable {
+  subscription_id: string;
+  invoice_ref: string;
+  period_start: number;
+  period_end: number;
+  credits: number;
+  revoked: number;
+  created_at: number;
+}
+
+export interface SubscriptionEventsTable {
+  provider: string;
+  event_id: string;
+  type: string;
+  subscription_id: string | null;
+  outcome: string;
+  created_at: number;
+}
+
 export interface Schema {
   env: EnvTable;
   cities: CitiesTable;
@@ -419,6 +496,12 @@ export interface Schema {
   webhook_alerts: WebhookAlertsTable;
   webhook_marks: WebhookMarksTable;
   user_keys: UserKeysTable;
+  window_scopes: WindowScopesTable;
+  window_buckets: WindowBucketsTable;
+  plans: PlansTable;
+  subscriptions: SubscriptionsTable;
+  subscription_periods: SubscriptionPeriodsTable;
+  subscription_events: SubscriptionEventsTable;
   _migrations: MigrationsTable;
 }
 
