@@ -1,4 +1,6 @@
 // Who is calling: the bearer credential decides the identity.
+import type { WindowSpec } from './windows.ts';
+
 export type IdentityKind = 'guest' | 'user' | 'admin' | 'bureau';
 
 export type Identity =
@@ -18,8 +20,9 @@ export interface KeyLimits {
   ips: ((ip: string) => boolean) | null;
   /** Requests per minute (POST actions), null: no limit of its own. */
   rpm: number | null;
-  /** Credits it may spend, in total (window null) or per rolling window. */
-  budget: { credits: number; window: KeyBudgetWindow | null } | null;
+  /** Credits it may spend, in total (window null) or per rolling window; `windows`: the same for
+   *  the rolling-windows engine (kernel/windows.ts), one array per key (the engine caches by it). */
+  budget: { credits: number; window: KeyBudgetWindow | null; windows: readonly WindowSpec[] } | null;
 }
 
 export type KeyBudgetWindow = 'day' | 'week' | '30d';

@@ -17,6 +17,7 @@ import type { UserKeysTable } from '../db/schema.ts';
 import { sha256Hex } from './crypto.ts';
 import { unauthorized } from './errors.ts';
 import { USER_KEY_PREFIX, type Identity, type KeyBudgetWindow, type KeyLimits } from './identity.ts';
+import type { WindowSpec } from './windows.ts';
 
 export const KEY_ID_LENGTH = 12;
 export const KEY_SECRET_LENGTH = 40;
@@ -124,6 +125,15 @@ function parseList(text: string | null): string[] | null {
   }
 }
 
+/** A key budget's window in seconds (rolling); null: a total over the key's life. */
+export const KEY_WINDOW_SECONDS: Record<KeyBudgetWindow, number> = { day: 86_400, week: 604_800, '30d': 2_592_000 };
+
+/** A key's budget with its window for the rolling-windows engine (scope `key:<id>`). */
+export function keyBudget(credits: number, window: KeyBudgetWindow | null): NonNullable<KeyLimits['budget']> {
+  const spec: WindowSpec = window ? { seconds: KEY_WINDOW_SECONDS[window], limit: credits, name: window } : { limit: credits, name: 'total' };
+  return { credits, window, windows: [spec] };
+}
+
 function entryOf(r: KeyRow): Entry {
   const models = parseList(r.models);
   const ips = parseList(r.allowed_ips);
@@ -131,7 +141,7 @@ function entryOf(r: KeyRow): Entry {
     models,
     ips: ips && ips.length ? ipMatcher(ips) : null,
     rpm: r.rpm != null && Number(r.rpm) > 0 ? Number(r.rpm) : null,
-    budget: r.budget_credits != null ? { credits: Number(r.budget_credits), window: (r.budget_window as KeyBudgetWindow | null) ?? null } : null,
+    budget: r.budget_credits != null ? keyBudget(Number(r.budget_credits), (r.budget_window as KeyBudgetWindow | null) ?? null) : null,
   };
   const expiresAt = r.expires_at == null ? 0 : Number(r.expires_at);
   return {

@@ -6,7 +6,6 @@ import { cityIdSchema } from '../../cities/index.ts';
 import { userIdSchema } from '../../cities/tokens.ts';
 
 export const KEY_WINDOWS = ['day', 'week', '30d'] as const;
-export const WINDOW_MS: Record<(typeof KEY_WINDOWS)[number], number> = { day: 86_400_000, week: 7 * 86_400_000, '30d': 30 * 86_400_000 };
 /** Active keys one user may hold. */
 export const MAX_KEYS_PER_USER = 100;
 

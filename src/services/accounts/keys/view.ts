@@ -2,9 +2,9 @@
 // (expired), and with a budget what it has spent in the current window.
 import type { GatewayContext } from '../../../kernel/context.ts';
 import { USER_KEY_PREFIX } from '../../../kernel/identity.ts';
-import { KEY_WINDOWS, WINDOW_MS, type KeyView } from './schemas.ts';
+import { KEY_WINDOWS, type KeyView } from './schemas.ts';
 import type { KeyRow } from './store.ts';
-import { keySpending } from './spent.ts';
+import { keySpent } from './spent.ts';
 
 const iso = (t: number | null) => (t == null ? null : new Date(Number(t)).toISOString());
 
@@ -20,28 +20,21 @@ function list(text: string | null): string[] | null {
 
 export async function keyViews(gw: GatewayContext, rows: KeyRow[]): Promise<KeyView[]> {
   const now = Date.now();
-  const spent = await keySpending(
-    gw,
-    rows.filter((r) => r.budget_credits != null).map((r) => ({ id: r.key_id, windowMs: r.budget_window ? WINDOW_MS[r.budget_window as keyof typeof WINDOW_MS] : null })),
-    now,
-  );
-  return rows.map((r) => {
-    const window = (r.budget_window as (typeof KEY_WINDOWS)[number] | null) ?? null;
-    return {
-      id: r.key_id,
-      name: r.name,
-      prefix: `${USER_KEY_PREFIX}${r.key_id}`,
-      city_id: r.city_id,
-      user_id: r.user_id,
-      models: list(r.models),
-      budget: r.budget_credits == null ? null : { credits: Number(r.budget_credits), window },
-      spent: r.budget_credits == null ? null : (spent.get(r.key_id) ?? { credits: 0 }),
-      expires_at: iso(r.expires_at),
-      allowed_ips: list(r.allowed_ips),
-      rpm: r.rpm == null ? null : Number(r.rpm),
-      status: r.status === 'revoked' ? 'revoked' : r.expires_at != null && Number(r.expires_at) <= now ? 'expired' : 'active',
-      created_at: iso(r.created_at)!,
-      last_used_at: iso(r.last_used_at),
-    };
-  });
+  const spent = await Promise.all(rows.map((r) => keySpent(gw, r)));
+  return rows.map((r, i) => ({
+    id: r.key_id,
+    name: r.name,
+    prefix: `${USER_KEY_PREFIX}${r.key_id}`,
+    city_id: r.city_id,
+    user_id: r.user_id,
+    models: list(r.models),
+    budget: r.budget_credits == null ? null : { credits: Number(r.budget_credits), window: (r.budget_window as (typeof KEY_WINDOWS)[number] | null) ?? null },
+    spent: spent[i],
+    expires_at: iso(r.expires_at),
+    allowed_ips: list(r.allowed_ips),
+    rpm: r.rpm == null ? null : Number(r.rpm),
+    status: r.status === 'revoked' ? 'revoked' : r.expires_at != null && Number(r.expires_at) <= now ? 'expired' : 'active',
+    created_at: iso(r.created_at)!,
+    last_used_at: iso(r.last_used_at),
+  }));
 }
