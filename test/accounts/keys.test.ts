@@ -12,6 +12,9 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, afterEach, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+import { createAdminClient, createClient } from '../../src/client/index.ts';
 import { aiCharged, assertBooksBalance, unsettled } from '../money/setup.ts';
 import { startApiWorld, type ApiWorld } from '../ai/apis-setup.ts';
 import { call, client, errorOf, type Res } from '../helpers/http.ts';
@@ -170,6 +173,35 @@ describe('the life of a key', () => {
     assert.equal(models.status, 200, models.text);
     const [rec] = await w.records(t, 1);
     assert.equal(rec.mode, 'messages');
+  });
+});
+
+describe('the client SDK and the OpenAPI document', () => {
+  test('client.accounts.keys makes, lists, updates and revokes; /openapi.json lists the four actions and real answers match their schemas', async () => {
+    const t = await w.user('sdk');
+    const c = createClient({ baseURL: w.gw.url, token: t });
+    const made = await c.accounts.keys.create({ name: 'from the sdk', budget: { credits: 1000, window: 'week' } });
+    secrets.push(made.secret);
+    assert.match(made.secret, KEY);
+    const listed = await c.accounts.keys.list({});
+    const updated = await c.accounts.keys.update({ id: made.key.id, rpm: 60 });
+    const revoked = await c.accounts.keys.revoke({ id: made.key.id });
+    assert.deepEqual([updated.key.rpm, revoked.key.status], [60, 'revoked']);
+    const adminSdk = createAdminClient({ baseURL: w.gw.url, adminKey: w.gw.adminKey });
+    const { city, user } = w.owner(t);
+    assert.ok((await adminSdk.accounts.keys.list({ city_id: city, user_id: user })).items.some((k) => k.id === made.key.id));
+
+    const doc = (await call(w.gw.url, 'GET', '/openapi.json')).body;
+    const ajv = addFormats.default(new Ajv2020({ strict: false }));
+    const answers: Record<string, unknown[]> = { create: [made], list: [listed], update: [updated], revoke: [revoked] };
+    for (const a of ['create', 'list', 'update', 'revoke']) {
+      const op = doc.paths[`/v1/accounts/keys/${a}`]?.post;
+      assert.ok(op, `${a} is documented`);
+      assert.ok(op.requestBody.content['application/json'].schema.properties, `${a}: its input schema`);
+      const validate = ajv.compile(op.responses['200'].content['application/json'].schema);
+      for (const body of answers[a]) assert.ok(validate(body), `${a}: ${JSON.stringify(validate.errors)}`);
+    }
+    assert.match(JSON.stringify(doc.paths['/v1/accounts/keys/create'].post.requestBody), /"day","week","30d"/);
   });
 });
 
