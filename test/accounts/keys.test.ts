@@ -440,3 +440,9 @@ describe('a budget window under a race', () => {
     void city;
   });
 });
+
+test('the webhook endpoint received this file’s events (the checks after each test read their payloads)', async () => {
+  await until('webhook deliveries', () => rx.deliveries.length > 0, 30_000);
+  const types = new Set(rx.deliveries.map((d) => JSON.parse(d.body).type));
+  assert.ok(types.has('user.created'), [...types].join(','));
+});
