@@ -72,8 +72,8 @@ export interface ActionDef<S extends z.ZodType = z.ZodType, R = unknown, O exten
   /** Error statuses beyond the common ones (400, 401/403, 404, 405, 413), for the reference. */
   errors?: number[];
   /** A header that may carry the bearer credential instead of Authorization (e.g. `x-api-key`
-   *  for clients of APIs that authenticate that way). */
-  credentialHeader?: string;
+   *  for clients of APIs that authenticate that way); a list: the first one the request has. */
+  credentialHeader?: string | string[];
   /** A query parameter that may carry the credential when no header does (Google's `?key=`).
    *  Request logs redact it with every credential-named parameter; nothing else logs a query. */
   credentialQuery?: string;

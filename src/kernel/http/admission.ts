@@ -58,7 +58,8 @@ export function dispatcher(d: AdmissionDeps): (c: Context, path?: string) => Pro
       });
     }
 
-    const identity = await authenticate(action.credentialQuery ? withQueryCredential(req, action) : req, context, action.credentialHeader);
+    const header = typeof action.credentialHeader === 'object' ? action.credentialHeader.find((h) => req.headers.has(h)) : action.credentialHeader;
+    const identity = await authenticate(action.credentialQuery ? withQueryCredential(req, action.credentialQuery, header) : req, context, header);
     c.set('identity' as never, identity as never);
     const allowed = action.auth ?? ['user'];
     if (allowed.length > 0 && !allowed.includes(identity.kind)) {
@@ -155,8 +156,8 @@ export function dispatcher(d: AdmissionDeps): (c: Context, path?: string) => Pro
  * The request as authenticate() reads it, for an action that takes its credential in the query
  * too: without a credential header, the query's goes in as a bearer token (only headers are read).
  */
-function withQueryCredential(req: Request, action: AnyAction): Request {
-  if (!req.url.includes('?') || req.headers.has('authorization') || (action.credentialHeader && req.headers.has(action.credentialHeader))) return req;
-  const key = new URL(req.url).searchParams.get(action.credentialQuery!);
+function withQueryCredential(req: Request, name: string, header: string | undefined): Request {
+  if (!req.url.includes('?') || req.headers.has('authorization') || (header && req.headers.has(header))) return req;
+  const key = new URL(req.url).searchParams.get(name);
   return key ? new Request('http://credential.invalid/', { headers: { authorization: `Bearer ${key}` } }) : req;
 }

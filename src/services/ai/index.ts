@@ -207,7 +207,8 @@ export const aiService = defineService({
     'v1/models': action({
       method: 'GET',
       auth: callers,
-      credentialHeader: 'x-api-key',
+      credentialHeader: ['x-api-key', 'x-goog-api-key'],
+      credentialQuery: 'key',
       formatError: anthropicError,
       summary: 'The callable models that speak the Messages API, as the Anthropic model list (`data`), and as Google\'s (`models`)',
       output: z.object({
