@@ -35,6 +35,10 @@
 //   words (finishReason MAX_TOKENS); else finishReason STOP.
 //   Embeddings: geminiVector(text, dims): dims = outputDimensionality, else 3072 (768 for
 //   text-embedding-004); unit vectors of float32 values.
+// Scripted for agents (opts.plan, or stub.plan set later; test/agents/gemini.agents.ts): a call
+// whose contents hold no functionResponse yet gets the one functionCall plan(names of the declared
+// functions) picks (an id "call_gemini_<n>"); a call that carries one, or that plan answers null,
+// gets `final` ("AGENT-DONE" unless given). stub.toolCalls counts the calls asked for.
 // Failure triggers by model: "gemini-500" → 500 INTERNAL, "gemini-503" → 503 UNAVAILABLE,
 // "gemini-429" → 429 RESOURCE_EXHAUSTED; "gemini-stream-error" streams its first word and then
 // an {"error": …} event (500 INTERNAL), as Google does when a stream fails after it began.
@@ -46,7 +50,13 @@ import { unitVector } from './vector.ts';
 
 export type GeminiRequest = { method: string; path: string; query: Record<string, string>; headers: IncomingHttpHeaders; body: any };
 
+export type GeminiPlan = (tools: string[]) => { name: string; args: Record<string, unknown> } | null;
+
 export type GeminiStub = {
+  /** The agent script (see above); undefined: the deterministic replies. */
+  plan?: GeminiPlan;
+  /** Function calls the script asked for. */
+  readonly toolCalls: number;
   /** Base URL with /v1beta (what citygate's provider slot and the AI SDK take). */
   url: string;
   origin: string;
@@ -55,7 +65,7 @@ export type GeminiStub = {
   close(): Promise<void>;
 };
 
-type Part = { text?: string; functionCall?: { name: string; args?: unknown }; functionResponse?: { name: string; response?: unknown }; [k: string]: unknown };
+type Part = { text?: string; functionCall?: { name: string; args?: unknown; id?: string }; functionResponse?: { name: string; response?: unknown }; [k: string]: unknown };
 type Content = { role?: string; parts: Part[] };
 
 const words = (s: string) => s.split(/\s+/).filter(Boolean);
@@ -103,6 +113,15 @@ function validate(body: any): string | null {
 
 type Plan = { parts: Part[]; finishReason: string; output: number };
 
+function scripted(body: any, pick: GeminiPlan, n: number): Plan | null {
+  const contents = body.contents as Content[];
+  const answered = contents.some((c) => c.parts.some((p) => p.functionResponse));
+  const names = ((body.tools ?? []) as any[]).flatMap((t) => t?.functionDeclarations ?? []).map((f: any) => String(f.name));
+  const call = !answered && names.length ? pick(names) : null;
+  if (!call) return null;
+  return { parts: [{ functionCall: { name: call.name, args: call.args, id: `call_gemini_${n}` } }], finishReason: 'STOP', output: words(JSON.stringify(call.args)).length };
+}
+
 function plan(body: any): Plan {
   const contents = body.contents as Content[];
   const last = contents[contents.length - 1];
@@ -143,10 +162,12 @@ function plan(body: any): Plan {
 export const geminiVector = (text: string, dims: number): number[] => unitVector(text, dims, 0x9e3779b9);
 
 /** cachedTokens: every answer reports that many prompt tokens as read from cached content (cachedContentTokenCount). */
-export async function startGeminiStub(opts: { apiKey?: string; cachedTokens?: number } = {}): Promise<GeminiStub> {
+export async function startGeminiStub(opts: { apiKey?: string; cachedTokens?: number; plan?: GeminiPlan; final?: string } = {}): Promise<GeminiStub> {
   const apiKey = opts.apiKey ?? 'gemini-stub-key';
   const requests: GeminiRequest[] = [];
   let seq = 0;
+  let toolCalls = 0;
+  const final = opts.final ?? 'AGENT-DONE';
 
   const server = createServer(async (req, res) => {
     const { raw, body, badJson } = await readJsonBody(req);
@@ -206,7 +227,12 @@ export async function startGeminiStub(opts: { apiKey?: string; cachedTokens?: nu
     const prompt = promptTokenCount(body);
     if (method === 'countTokens') return send(200, { totalTokens: prompt });
 
-    const p = plan(body);
+    let p: Plan;
+    if (stub.plan) {
+      const call = scripted(body, stub.plan, n);
+      if (call) toolCalls++;
+      p = call ?? { parts: [{ text: final }], finishReason: 'STOP', output: words(final).length };
+    } else p = plan(body);
     const responseId = `stub-gemini-${n}`;
     const usage = (candidates: number) => ({
       promptTokenCount: prompt,
@@ -245,15 +271,20 @@ export async function startGeminiStub(opts: { apiKey?: string; cachedTokens?: nu
   server.unref();
   const { port } = server.address() as AddressInfo;
   const origin = `http://127.0.0.1:${port}`;
-  return {
+  const stub: GeminiStub = {
     url: `${origin}/v1beta`,
     origin,
     apiKey,
     requests,
+    plan: opts.plan,
+    get toolCalls() {
+      return toolCalls;
+    },
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
       }),
   };
+  return stub;
 }
