@@ -1,7 +1,8 @@
 // A citygate in front of scripted agent upstreams (test/stubs/agent-upstream.ts), as a coding
 // agent's user meets it: the same stub behind an Anthropic provider (Messages forwarded), an
 // OpenAI provider (Responses forwarded) and an OpenAI-compatible one (Chat Completions passed
-// through; Messages and Responses translated), and a Gemini stub that reports cached content.
+// through; Messages, Responses and the Gemini API translated), and a Gemini stub that reports
+// cached content (the Gemini API forwarded; scripted like the agent stub when its plan is set).
 // Models are priced by the catalog (genai-prices), as a city reselling them would price them.
 // Used by the replay and cache-pricing tests (npm test) and by the real-client suite
 // (npm run test:agents).
