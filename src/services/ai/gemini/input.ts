@@ -75,7 +75,7 @@ function dataPart(p: Obj, at: string): any {
   } catch {
     throw badRequest('invalid_input', `${at}.fileData.fileUri: expected a URL`, `${at}.fileData.fileUri`);
   }
-  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw badRequest('invalid_input', `${at}.fileData.fileUri: files stored at Google are not readable on this model's upstream`, `${at}.fileData.fileUri`);
+  if ((url.protocol !== 'https:' && url.protocol !== 'http:') || url.hostname === 'generativelanguage.googleapis.com') throw badRequest('invalid_input', `${at}.fileData.fileUri: files stored at Google are not readable on this model's upstream`, `${at}.fileData.fileUri`);
   const mediaType = String(field(file, 'mimeType') ?? 'application/octet-stream');
   return mediaType.startsWith('image/') ? { type: 'image', image: url, mediaType } : { type: 'file', data: url, mediaType };
 }
