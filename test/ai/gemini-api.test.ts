@@ -260,6 +260,32 @@ describe('translated for an OpenAI-compatible upstream', () => {
     await chargedOnce(gw.url, token, start, cost(u1[0], u1[1]) + cost(u2[0], u2[1]) + cost(u3[0], u3[1]), { records: 3 });
   });
 
+  test('curl’s snake_case fields are read too; thoughts of earlier turns are not replayed; a hosted tool is left out and said so', async () => {
+    const { token } = await user('xl-snake');
+    const r = await call(gw.url, 'POST', '/v1/ai/v1beta/models/stub-model:generateContent', {
+      headers: { 'x-goog-api-key': token },
+      body: {
+        system_instruction: { parts: [{ text: 'be brief' }] },
+        contents: [
+          { role: 'user', parts: [{ text: 'hi' }] },
+          { role: 'model', parts: [{ text: 'pondering', thought: true }] },
+          { role: 'user', parts: [{ text: 'again' }] },
+        ],
+        generation_config: { max_output_tokens: 20, stop_sequences: ['ZZZ'] },
+        tools: [{ google_search: {} }],
+      },
+    });
+    assert.equal(r.status, 200, r.text);
+    assert.equal(r.headers.get('x-citygate-dropped-tools'), 'googleSearch');
+    const up = lastChat().body as any;
+    assert.deepEqual(up.messages, [
+      { role: 'system', content: 'be brief' },
+      { role: 'user', content: 'hi' },
+      { role: 'user', content: 'again' },
+    ]);
+    assert.deepEqual([up.max_tokens, up.stop, up.tools], [20, ['ZZZ'], undefined]);
+  });
+
   test('inline data: an image part reaches chat/completions as an image', async () => {
     const { token } = await user('xl-image');
     const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';

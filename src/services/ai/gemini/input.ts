@@ -103,7 +103,8 @@ export function toModelMessages(req: Obj): ModelMessage[] {
         // thoughts, thought signatures, executable code and its results belong to the model
         // that wrote them: not replayed to another one
       });
-      out.push({ role: 'assistant', content });
+      // a turn of thoughts only (written by a Google model) says nothing another model can read
+      if (content.length) out.push({ role: 'assistant', content });
       return;
     }
     const results: any[] = [];
