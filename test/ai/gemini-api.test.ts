@@ -27,6 +27,7 @@ export default {
     models: [
       { id: 'gflash', name: 'Gemini (stub)', provider: 'gemini', upstream: 'gemini-2.5-flash', modes: ['text', 'stream', 'compat'] },
       { id: 'gflash-broken', name: 'Gemini failing mid-stream', provider: 'gemini', upstream: 'gemini-stream-error', modes: ['compat'] },
+      { id: 'gflash-slow', name: 'Gemini, slow stream', provider: 'gemini', upstream: 'gemini-slow-stream', modes: ['compat'] },
       { id: 'gembed', name: 'Gemini embeddings (stub)', provider: 'gemini', upstream: 'gemini-embedding-001', modes: ['embeddings'] },
       { id: 'oembed', name: 'OpenAI-compatible embeddings', provider: 'textprovider', upstream: 'text-embedding-3-small', modes: ['embeddings'] },
     ],
@@ -61,7 +62,7 @@ before(async () => {
       AI_UPSTREAM_TIMEOUT_MS: '60000',
       AI_MAX_ATTEMPTS: '1',
       REQUEST_LOG: 'full',
-      MODEL_PRICES: JSON.stringify(Object.fromEntries(['gflash', 'gflash-broken', 'gembed', 'oembed', 'stub-model'].map((id) => [id, PRICE]))),
+      MODEL_PRICES: JSON.stringify(Object.fromEntries(['gflash', 'gflash-broken', 'gflash-slow', 'gembed', 'oembed', 'stub-model'].map((id) => [id, PRICE]))),
     },
   });
   admin = client(gw.url, gw.adminKey);
@@ -142,6 +143,22 @@ describe('forwarded to a Google upstream', () => {
     const o1 = first.usageMetadata!.candidatesTokenCount!;
     const o2 = second.usageMetadata!.candidatesTokenCount!;
     await chargedOnce(gw.url, token, start, cost(p1, o1, CACHED) + cost(p2, o2, CACHED), { records: 2 });
+  });
+
+  test('a client that goes away mid-stream: the upstream request aborted, one record, charged the usage reported so far (estimated)', async () => {
+    const { token, start } = await user('fwd-abort');
+    const gone = gemini.disconnects;
+    const ac = new AbortController();
+    const s = await sdk(token).models.generateContentStream({ model: 'gflash-slow', contents: 'go', config: { abortSignal: ac.signal, maxOutputTokens: 1000 } });
+    let n = 0;
+    await assert.rejects(async () => {
+      for await (const _ of s) if (++n === 3) ac.abort();
+    });
+    const rec = await until('the aborted record', async () => ((await client(gw.url, token).get('/v1/usage/me')).body.items ?? [])[0]);
+    assert.deepEqual([rec.mode, rec.status, rec.error_code, rec.estimated, rec.input_tokens, rec.cached_tokens], ['gemini', 'aborted', 'client_closed_request', true, 2, CACHED]);
+    assert.ok(rec.output_tokens >= 3 && rec.output_tokens < 20, `output: the candidates reported so far, got ${rec.output_tokens}`);
+    await chargedOnce(gw.url, token, start, cost(2, rec.output_tokens, CACHED), { records: 1 });
+    await until('the upstream request aborted', () => gemini.disconnects > gone);
   });
 
   test('countTokens is exact from the upstream and free', async () => {

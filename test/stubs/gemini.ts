@@ -40,7 +40,8 @@
 // functions) picks (an id "call_gemini_<n>"); a call that carries one, or that plan answers null,
 // gets `final` ("AGENT-DONE" unless given). stub.toolCalls counts the calls asked for.
 // Failure triggers by model: "gemini-500" → 500 INTERNAL, "gemini-503" → 503 UNAVAILABLE,
-// "gemini-429" → 429 RESOURCE_EXHAUSTED; "gemini-stream-error" streams its first word and then
+// "gemini-429" → 429 RESOURCE_EXHAUSTED; "gemini-slow-stream" streams "w1 … w20", one event
+// every 60 ms (a client that goes away counts in stub.disconnects); "gemini-stream-error" streams its first word and then
 // an {"error": …} event (500 INTERNAL), as Google does when a stream fails after it began.
 // The server is unref'd: a test that forgets close() does not keep its process alive.
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
@@ -57,6 +58,8 @@ export type GeminiStub = {
   plan?: GeminiPlan;
   /** Function calls the script asked for. */
   readonly toolCalls: number;
+  /** Slow streams whose client went away before their end. */
+  readonly disconnects: number;
   /** Base URL with /v1beta (what citygate's provider slot and the AI SDK take). */
   url: string;
   origin: string;
@@ -167,6 +170,7 @@ export async function startGeminiStub(opts: { apiKey?: string; cachedTokens?: nu
   const requests: GeminiRequest[] = [];
   let seq = 0;
   let toolCalls = 0;
+  let disconnects = 0;
   const final = opts.final ?? 'AGENT-DONE';
 
   const server = createServer(async (req, res) => {
@@ -264,6 +268,24 @@ export async function startGeminiStub(opts: { apiKey?: string; cachedTokens?: nu
     if (model === 'gemini-stream-error') events.splice(1, events.length, googleError(500, 'An internal error has occurred.'));
     if (query.alt !== 'sse') return send(200, events);
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    if (model === 'gemini-slow-stream') {
+      // 20 words "w1 … w20", one event every 60 ms; a client gone stops it (stub.disconnects)
+      let i = 0;
+      const timer = setInterval(() => {
+        if (res.destroyed) return;
+        i++;
+        res.write(`data: ${JSON.stringify(response([{ text: `${i > 1 ? ' ' : ''}w${i}` }], i, i === 20 ? 'STOP' : undefined))}\r\n\r\n`);
+        if (i === 20) {
+          clearInterval(timer);
+          res.end();
+        }
+      }, 60);
+      res.on('close', () => {
+        clearInterval(timer);
+        if (i < 20) disconnects++;
+      });
+      return;
+    }
     for (const e of events) (res as ServerResponse).write(`data: ${JSON.stringify(e)}\r\n\r\n`);
     res.end();
   });
@@ -279,6 +301,9 @@ export async function startGeminiStub(opts: { apiKey?: string; cachedTokens?: nu
     plan: opts.plan,
     get toolCalls() {
       return toolCalls;
+    },
+    get disconnects() {
+      return disconnects;
     },
     close: () =>
       new Promise<void>((resolve) => {
