@@ -27,7 +27,7 @@ import { googleError, googleErrorEvent } from './errors.ts';
 import { contentsOf, estimateTokens, field, maxOutputOfRequest, requestObject, sdkRequest } from './input.ts';
 import { geminiModel, geminiModels } from './models.ts';
 import { measuredOf, responseJson } from './output.ts';
-import { asJsonArray, geminiStream as geminiStreamOf } from './stream.ts';
+import { asJsonArray, geminiStream } from './stream.ts';
 
 export { geminiModels } from './models.ts';
 
@@ -44,6 +44,8 @@ async function generate(ctx: ActionContext<unknown>, model: string, stream: bool
   const max = maxOutputOfRequest(req);
   const r = await resolveModel(gw, ctx.identity, model, 'compat');
   const plan = await servingPlan(gw, r.model, 'gemini', (ai) => sdkRequest(ai, req, hostedToolsRejected(gw.env))); // an untranslatable request is a 400 before any hold
+  // a translated model gets at most what it can write (a Gemini client may ask for 65,536)
+  if (plan.q?.maxOutputTokens && r.model.maxOutputTokens) plan.q.maxOutputTokens = Math.min(plan.q.maxOutputTokens, r.model.maxOutputTokens);
   const call = AiCall.start(gw, ctx.identity, r, MODE, ctx.requestId, ctx.timing);
   await call.reserve({ input_tokens: raw.byteLength, output_tokens: maxOutputOf(r.model, max) });
   const meta = { model, responseId: ctx.requestId };
@@ -66,7 +68,7 @@ async function generate(ctx: ActionContext<unknown>, model: string, stream: bool
         errorEvent: googleErrorEvent,
       });
     }
-    if (stream) return sdkStream(ctx, call, plan.q!, raw.byteLength, geminiStreamOf(meta), t, d);
+    if (stream) return sdkStream(ctx, call, plan.q!, raw.byteLength, geminiStream(meta), t, d);
     return sdkGenerate(call, plan.q!, raw.byteLength, t, d, (res, used) => responseJson(meta, res, used));
   });
   const res = await respond();
