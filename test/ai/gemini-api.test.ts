@@ -166,6 +166,13 @@ describe('forwarded to a Google upstream', () => {
     const c = await sdk(token).models.countTokens({ model: 'gflash', contents: 'one two three' });
     assert.equal(c.totalTokens, 4);
     assert.equal(lastGemini(':countTokens').path, '/v1beta/models/gemini-2.5-flash:countTokens');
+    // the whole-request form names the model: the upstream's id goes there too
+    const whole = await call(gw.url, 'POST', '/v1/ai/v1beta/models/gflash:countTokens', {
+      headers: { 'x-goog-api-key': token },
+      body: { generateContentRequest: { model: 'models/gflash', contents: [{ role: 'user', parts: [{ text: 'one two three' }] }], systemInstruction: { parts: [{ text: 'sys' }] } } },
+    });
+    assert.deepEqual([whole.status, whole.body.totalTokens], [200, 5], whole.text);
+    assert.equal(lastGemini(':countTokens').body.generateContentRequest.model, 'models/gemini-2.5-flash');
     assert.equal((await client(gw.url, token).get('/v1/balance/me')).body.credits, start);
   });
 

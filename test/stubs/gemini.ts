@@ -15,7 +15,7 @@
 //        per `data:` event (\r\n\r\n-separated, as Google sends them), one per word of the reply;
 //        every event carries usageMetadata with the candidates counted so far, the last one
 //        finishReason. Without alt=sse: the same responses as one JSON array.
-//   POST /v1beta/models/{model}:countTokens           {totalTokens}
+//   POST /v1beta/models/{model}:countTokens           {totalTokens}; {contents} or {generateContentRequest: {model: "models/{model}", …}}
 //   POST /v1beta/models/{model}:embedContent          {embedding: {values}}
 //   POST /v1beta/models/{model}:batchEmbedContents    {embeddings: [{values}]}; every request's
 //        model must be "models/{model}"; like Google's, no token counts in the answer
@@ -226,9 +226,12 @@ export async function startGeminiStub(opts: { apiKey?: string; cachedTokens?: nu
     if (method !== 'generateContent' && method !== 'streamGenerateContent' && method !== 'countTokens') {
       return fail(404, `models/${model} is not found for API version v1beta, or is not supported for ${method}.`);
     }
-    const bad = validate(body);
+    // countTokens may wrap a whole request (generateContentRequest, naming its model as Google's batch calls do)
+    const inner = method === 'countTokens' && body?.generateContentRequest ? body.generateContentRequest : body;
+    if (inner !== body && inner.model !== `models/${model}`) return fail(400, `* CountTokensRequest.generate_content_request.model: must be models/${model}, got ${inner.model}.`);
+    const bad = validate(inner);
     if (bad) return fail(400, bad);
-    const prompt = promptTokenCount(body);
+    const prompt = promptTokenCount(inner);
     if (method === 'countTokens') return send(200, { totalTokens: prompt });
 
     let p: Plan;
