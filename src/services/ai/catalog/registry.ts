@@ -8,9 +8,7 @@ import type { EnvRequirement } from '../../../kernel/service.ts';
 import type { Prices } from '../../../kernel/metering.ts';
 import { catalogOf } from './catalog.ts';
 
-// 'gemini': the usage records' mode of calls through Google's Gemini API, which any model with
-// 'compat' takes (gemini/index.ts)
-export const MODES = ['text', 'stream', 'compat', 'responses', 'messages', 'embeddings', 'image', 'video', 'tts', 'asr', 'gemini'] as const;
+export const MODES = ['text', 'stream', 'compat', 'responses', 'messages', 'embeddings', 'image', 'video', 'tts', 'asr'] as const;
 export type Mode = (typeof MODES)[number];
 
 /** What kind of API a provider speaks; each kind is a folder-like module in providers/. */

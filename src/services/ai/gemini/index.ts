@@ -12,9 +12,9 @@ import { z } from 'zod';
 import { notFound } from '../../../kernel/errors.ts';
 import { parseJsonBody } from '../../../kernel/input.ts';
 import { action, type ActionContext } from '../../../kernel/service.ts';
-import { maxOutputOf, type Mode } from '../catalog/registry.ts';
+import { maxOutputOf } from '../catalog/registry.ts';
 import { resolveModel } from '../catalog/resolve.ts';
-import { AiCall } from '../meter.ts';
+import { AiCall, type CallMode } from '../meter.ts';
 import { logGemini } from '../request-log.ts';
 import { candidatesOf, nativeUrlOf, route, routeCall, type Responder } from '../routing/route.ts';
 import type { Upstream } from '../routing/upstreams.ts';
@@ -32,7 +32,7 @@ import { asJsonArray, geminiStream } from './stream.ts';
 export { geminiModels } from './models.ts';
 
 /** The usage records' mode of calls made through the Gemini API (any chat model: its `compat` mode admits them). */
-const MODE: Mode = 'gemini';
+const MODE: CallMode = 'gemini';
 
 const upstreamId = (t: { upstreamModel: string }) => t.upstreamModel.replace(/^models\//, '');
 
