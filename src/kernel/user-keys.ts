@@ -99,7 +99,16 @@ export function ipMatcher(list: readonly string[]): (ip: string) => boolean {
       /* checked by the action's schema */
     }
   }
+  // the last address asked about, and its answer: a key is mostly used from one place
+  let lastIp = '';
+  let lastOk = false;
   return (ip) => {
+    if (ip === lastIp) return lastOk;
+    lastOk = matches(ip);
+    lastIp = ip;
+    return lastOk;
+  };
+  function matches(ip: string): boolean {
     let a: ipaddr.IPv4 | ipaddr.IPv6;
     try {
       a = ipaddr.process(ip); // ::ffff:10.0.0.1 is 10.0.0.1
@@ -112,7 +121,7 @@ export function ipMatcher(list: readonly string[]): (ip: string) => boolean {
       if (range.kind() === 'ipv6' && a.kind() === 'ipv4' && (a as ipaddr.IPv4).toIPv4MappedAddress().match(range, bits)) return true;
     }
     return false;
-  };
+  }
 }
 
 function parseList(text: string | null): string[] | null {
@@ -195,10 +204,10 @@ export class UserKeys {
    * before, active and unexpired — answers from memory without a promise.
    */
   verify(token: string): Identity | Promise<Identity> {
-    if (!this.stale()) {
+    const now = Date.now();
+    if (now - this.#polledAt <= this.ttlMs) {
       const e = this.#verified.get(token);
       if (e !== undefined && e.live && e.active) {
-        const now = Date.now();
         if (e.expiresAt === 0 || e.expiresAt > now) {
           if (now - e.touchedAt >= TOUCH_EVERY_MS) this.#touch(e, now);
           return e.identity;
