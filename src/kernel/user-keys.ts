@@ -231,8 +231,10 @@ export class UserKeys {
       // The hash is computed whatever the lookup found, and compared in constant time.
       const hash = await sha256Hex(token);
       if (!e || !sameDigest(hash, e.hash)) throw invalid();
-      if (this.#verified.size >= CACHE_MAX) this.#verified.delete(this.#verified.keys().next().value!);
-      this.#verified.set(token, e);
+      if (e.live) {
+        if (this.#verified.size >= CACHE_MAX) this.#verified.delete(this.#verified.keys().next().value!);
+        this.#verified.set(token, e);
+      }
     }
     if (!e.active) throw unauthorized('key_revoked', 'This API key has been revoked.');
     const now = Date.now();
@@ -251,10 +253,13 @@ export class UserKeys {
         try {
           const row = await this.db.kysely.selectFrom('user_keys').select(COLUMNS).where('key_id', '=', id).executeTakeFirst();
           const e = row ? entryOf(row) : null;
-          // a change polled or announced meanwhile dropped the id: keep what the poll knows
           if (this.#loading.get(id) === loading) {
             if (this.#byId.size >= IDS_MAX) this.#forgetAll();
             this.#byId.set(id, e);
+          } else if (e) {
+            // a change announced meanwhile dropped the id: this row may predate it, so it serves
+            // the calls that waited for it but is not remembered (the next call reads again)
+            e.live = false;
           }
           return e;
         } finally {
