@@ -259,6 +259,8 @@ export interface UsageTable {
   base_credits: number | null;
   /** The alias the caller asked for, when it named one (migration 083). */
   alias: string | null;
+  /** The user API key the call was made with (migration 092), else null. */
+  key_id: Generated<string | null>;
 }
 
 /** Models as data (ai/models/*, migration 083). NULL fields: the built-in model of that id decides. */
@@ -493,6 +495,7 @@ export interface Schema {
   webhook_attempts: WebhookAttemptsTable;
   webhook_alerts: WebhookAlertsTable;
   webhook_marks: WebhookMarksTable;
+  user_keys: UserKeysTable;
   window_scopes: WindowScopesTable;
   window_buckets: WindowBucketsTable;
   plans: PlansTable;
@@ -586,4 +589,29 @@ export interface WebhookMarksTable {
   user_id: string;
   mark: string;
   created_at: number;
+}
+
+// Users' API keys (issue 33, migration 092): the key is `cg_key_<key_id>_<secret>`; only its hash is kept.
+export interface UserKeysTable {
+  key_id: string;
+  city_id: string;
+  user_id: string;
+  name: string;
+  /** SHA-256 (hex) of the whole key string. */
+  secret_hash: string;
+  /** JSON array of model ids or aliases, or null (any the city allows). */
+  models: string | null;
+  budget_credits: number | null;
+  /** 'day' | 'week' | '30d', or null with budget_credits: a total budget. */
+  budget_window: string | null;
+  expires_at: number | null;
+  /** JSON array of CIDRs or addresses, or null (any). */
+  allowed_ips: string | null;
+  rpm: number | null;
+  status: 'active' | 'revoked';
+  revoked_at: number | null;
+  created_at: number;
+  /** Bumped by every change: processes poll by it. */
+  updated_at: number;
+  last_used_at: number | null;
 }

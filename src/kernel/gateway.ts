@@ -21,6 +21,7 @@ import type { ServiceDef } from './service.ts';
 import type { BlobStore } from './storage.ts';
 import { endOpenStreams, fetchHttp, type UpstreamHttp } from './http.ts';
 import { KeyRing } from './tokens.ts';
+import { UserKeys } from './user-keys.ts';
 import { secretsAtRest } from './secrets-boot.ts';
 import { MasterKeyError } from './secrets.ts';
 import { RateLimiter } from './rate-limit.ts';
@@ -32,6 +33,7 @@ import { errorResponse } from './http/errors.ts';
 import { healthRoute, probeRoutes } from './http/health.ts';
 import { requestLog } from './http/request-log.ts';
 import { siteRoutes } from './http/site-routes.ts';
+import { pathOf } from './http/routes.ts';
 import { otlpTracesUrl, propagating } from './tracing/index.ts';
 import type { Tracer } from './tracing/tracer.ts';
 
@@ -113,6 +115,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
   const log = opts.logger ?? jsonLogger();
   const env = new RuntimeEnv(opts.db, opts.processEnv ?? {}, opts.envTtlMs);
   const keys = new KeyRing(opts.db);
+  const userKeys = new UserKeys(opts.db, { keepAlive: (p) => context.waitUntil(p), flushDelayMs: config.gracefulStop ? 500 : 0 });
   const cities = new CityStatusCache(opts.db);
   const limits = new RateLimiter(opts.db, env, cities, { writeThrough: !config.gracefulStop, keepAlive: (p) => context.waitUntil(p) });
   const services = new Map<string, ServiceDef>();
@@ -132,6 +135,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     db: opts.db,
     env,
     keys,
+    userKeys,
     cities,
     limits,
     jobs: opts.jobs ?? inlineQueue(() => gateway),
@@ -250,6 +254,10 @@ export function createGateway(opts: GatewayOptions): Gateway {
 
   const dispatch = dispatcher({ context, outage, socketIp: opts.socketIp, addHeaders: opts.addHeaders });
   app.all('/v1/*', (c) => dispatch(c));
+  // Services' paths outside /v1 (ServiceDef.mounts), dispatched as their /v1/{service}/… action.
+  for (const s of services.values()) {
+    for (const [prefix, to] of Object.entries(s.mounts ?? {})) app.all(`${prefix}/*`, (c) => dispatch(c, `/v1/${s.id}/${to}${pathOf(c.req.url).slice(prefix.length)}`));
+  }
 
   app.notFound((c) => notFound('route_not_found', `No route ${c.req.method} ${new URL(c.req.url).pathname}.`).toResponse());
   app.onError((err, c) => errorResponse(err, c.req.url, log, outage));

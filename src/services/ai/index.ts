@@ -15,12 +15,13 @@ import { asr, ASR_MAX_BYTES, asrJson, tts, ttsInput } from './media/speech.ts';
 import { modesOf, priceSourceOf, pricesOf } from './catalog/prices.ts';
 import { registryOf } from './state.ts';
 import { allModels, callerCity, unavailableReason } from './catalog/resolve.ts';
-import { cityAllows, cityPrices } from './catalog/city-prices.ts';
+import { cityAllows, cityPrices, keyAllows } from './catalog/city-prices.ts';
 import { modelActions } from './catalog/model-actions.ts';
 import { upstreamActions } from './routing/actions.ts';
 import { candidatesOf } from './routing/route.ts';
 import { upstreamTableOf } from './routing/upstreams.ts';
 import { stream, text, textInput } from './text/index.ts';
+import { geminiActions, geminiModels, geminiMounts } from './gemini/index.ts';
 
 export { priceOf, pricesOf } from './catalog/prices.ts';
 export { AI_CONFIG } from './state.ts';
@@ -80,6 +81,8 @@ const countTokensAction = action({
   handler: countTokens,
 });
 
+const emptyAnthropicList = { data: [], has_more: false, first_id: null, last_id: null };
+
 const FILE_KEY = /^ai\/[A-Za-z0-9_-]{1,64}\/[A-Za-z0-9_-]{16,64}\.[a-z0-9]{1,5}$/;
 
 export const aiService = defineService({
@@ -115,6 +118,7 @@ export const aiService = defineService({
     }
   },
   jobs: { image: runImage, video: runVideo },
+  mounts: geminiMounts,
   actions: {
     models: action({
       method: 'GET',
@@ -134,6 +138,7 @@ export const aiService = defineService({
           const available = candidatesOf(gw, m).length > 0 && modalities.length > 0;
           if (!admin && !available) continue;
           if (!cityAllows(city, m.id, m.id) && !(m.aliases ?? []).some((a) => cityAllows(city, m.id, a))) continue;
+          if (!keyAllows(identity, m.id, m.id) && !(m.aliases ?? []).some((a) => keyAllows(identity, m.id, a))) continue;
           const price = admin ? pricesOf(gw, m) : cityPrices(city, m.id, pricesOf(gw, m));
           const base = { id: m.id, name: m.name, description: m.description ?? '', modalities, tags: m.tags ?? [], meta: m.meta ?? {}, aliases: m.aliases ?? [], price };
           items.push(
@@ -197,24 +202,35 @@ export const aiService = defineService({
     messages: messagesAction,
     'messages/count_tokens': countTokensAction,
     'v1/messages': messagesAction,
-    // The Anthropic SDK's `models.list()` (GET {base}/v1/models): the callable chat models.
+    // The Anthropic SDK's `models.list()` (GET {base}/v1/models): the callable chat models. The
+    // same path is @google/genai's `models.list()` on its default API version (v1), whose
+    // credential comes as x-goog-api-key: Google's list rides along as `models`.
     'v1/models': action({
       method: 'GET',
       auth: callers,
-      credentialHeader: 'x-api-key',
+      credentialHeader: ['x-api-key', 'x-goog-api-key'],
+      credentialQuery: 'key',
       formatError: anthropicError,
-      summary: 'The callable models that speak the Messages API, as the Anthropic model list',
-      output: z.object({ data: z.array(z.object({ type: z.literal('model'), id: z.string(), display_name: z.string(), created_at: z.string() })), has_more: z.boolean(), first_id: z.string().nullable(), last_id: z.string().nullable() }),
-      handler: async ({ gateway: gw, identity }) => {
+      summary: 'The callable models that speak the Messages API, as the Anthropic model list (`data`), and as Google\'s (`models`)',
+      output: z.object({
+        data: z.array(z.object({ type: z.literal('model'), id: z.string(), display_name: z.string(), created_at: z.string() })),
+        has_more: z.boolean(),
+        first_id: z.string().nullable(),
+        last_id: z.string().nullable(),
+        models: z.array(z.object({ name: z.string() }).loose()).optional(),
+      }),
+      handler: async ({ gateway: gw, identity, request }) => {
+        if (request.headers.has('x-goog-api-key') || new URL(request.url).searchParams.has('key')) return { ...emptyAnthropicList, models: await geminiModels(gw, identity) };
         await upstreamTableOf(gw).fresh();
         const city = await callerCity(gw, identity);
         const data = allModels(gw)
-          .filter((m) => cityAllows(city, m.id, m.id) && modesOf(gw, m).includes('messages') && candidatesOf(gw, m).length > 0)
+          .filter((m) => cityAllows(city, m.id, m.id) && keyAllows(identity, m.id, m.id) && modesOf(gw, m).includes('messages') && candidatesOf(gw, m).length > 0)
           .map((m) => ({ type: 'model' as const, id: m.id, display_name: m.name, created_at: '1970-01-01T00:00:00Z' }));
         return { data, has_more: false, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null };
       },
     }),
     'v1/messages/count_tokens': countTokensAction,
+    ...geminiActions,
     'image/create': action({ method: 'POST', auth: callers, requestLog: logWhole, input: imageCreateInput, output: job, errors: UPSTREAM, summary: 'Start an image generation job', handler: imageCreate }),
     'image/result': action({ method: 'POST', auth: callers, input: jobIdInput, output: job, summary: 'Poll an image job', handler: imageResult }),
     video: action({ method: 'POST', auth: callers, requestLog: logWhole, input: videoInput, output: job, errors: UPSTREAM, summary: 'Start a video job ({model, prompt}) or poll one ({job_id})', handler: video }),
