@@ -103,6 +103,8 @@ test('subscribe → invoice.paid grants the period; calls draw on the plan; repl
   assert.deepEqual(await deliver(renewal), ['applied']);
   assert.deepEqual(await deliver(renewal), ['replayed']);
   assert.equal((await periods(u.subId)).length, 2);
+  // the first period's slice is back (so its bucket can go once no window reads it)
+  await until(async () => Number((await row<{ o: number | null }>(w.gw, 'SELECT SUM(open_slices) AS o FROM window_buckets WHERE scope = ?', [`sub:${u.subId}`])).o ?? 0) === 0, 5000, 'slices returned');
   await setClock(31 * DAY + 60_000); // inside the second period
   await eventually(async () => (await u.c.get('/v1/plans/me')).body.subscription.windows.find((x: { name: string }) => x.name === 'period').used === 0, 'a fresh period');
   assert.equal((await chat(u.token)).status, 200);
