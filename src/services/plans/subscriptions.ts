@@ -78,29 +78,11 @@ export class SubscriptionCache {
   /** The user's live subscription, or null (from memory when read within SUB_CACHE_MS). */
   async get(cityId: string, userId: string): Promise<LiveSub | null> {
     const t = Date.now();
-    let c = this.#cities.get(cityId);
+    const c = this.#cities.get(cityId);
     let any: boolean;
     if (c && t - c.at <= SUB_CACHE_MS) any = c.any;
     else if (c?.loading) any = await c.loading;
-    else {
-      const entry: { at: number; any: boolean; loading?: Promise<boolean> } = { at: c?.at ?? 0, any: c?.any ?? false };
-      // Every caller waiting on this read gets its answer from the promise itself.
-      entry.loading = this.gw.db.kysely
-        .selectFrom('subscriptions')
-        .select('subscription_id')
-        .where('city_id', '=', cityId)
-        .where('live', '=', 1)
-        .limit(1)
-        .executeTakeFirst()
-        .then((r) => {
-          entry.any = !!r;
-          entry.at = Date.now();
-          return entry.any;
-        })
-        .finally(() => (entry.loading = undefined));
-      this.#cities.set(cityId, (c = entry));
-      any = await entry.loading;
-    }
+    else any = await this.#loadCity(cityId, c);
     if (!any) return null;
     const key = `${cityId}\n${userId}`;
     let u = this.#users.get(key);
@@ -123,10 +105,36 @@ export class SubscriptionCache {
     return u.sub;
   }
 
-  /** True when this city is known, read within SUB_CACHE_MS, to have no live subscription. */
+  /** Whether the city has a live subscription, read now (every caller waiting gets the answer from the promise). */
+  #loadCity(cityId: string, prev: { at: number; any: boolean } | undefined): Promise<boolean> {
+    const entry: { at: number; any: boolean; loading?: Promise<boolean> } = { at: prev?.at ?? 0, any: prev?.any ?? false };
+    entry.loading = this.gw.db.kysely
+      .selectFrom('subscriptions')
+      .select('subscription_id')
+      .where('city_id', '=', cityId)
+      .where('live', '=', 1)
+      .limit(1)
+      .executeTakeFirst()
+      .then((r) => {
+        entry.any = !!r;
+        entry.at = Date.now();
+        return entry.any;
+      })
+      .finally(() => (entry.loading = undefined));
+    this.#cities.set(cityId, entry);
+    return entry.loading;
+  }
+
+  /**
+   * True when this city is known to have no live subscription: read within SUB_CACHE_MS, or
+   * within twice that while a read in the background refreshes it (no call waits for it).
+   */
   knownEmpty(cityId: string): boolean {
     const c = this.#cities.get(cityId);
-    return !!c && !c.any && !c.loading && Date.now() - c.at <= SUB_CACHE_MS;
+    if (!c || c.any) return false;
+    const age = Date.now() - c.at;
+    if (age > SUB_CACHE_MS && !c.loading) this.#loadCity(cityId, c).catch((e) => this.gw.log('warn', 'plans: reading subscriptions failed', { error: String(e) }));
+    return age <= 2 * SUB_CACHE_MS;
   }
 
   /** A subscriber's plan limits, from memory only (undefined when not known yet or none). */
