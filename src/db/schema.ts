@@ -399,6 +399,16 @@ export interface WindowBucketsTable {
   take_id: string | null;
 }
 
+export interface WindowSlicesTable {
+  owner: string;
+  scope: string;
+  minute: number;
+  taken: number;
+  take_id: string;
+  renewed_at: number;
+  created_at: number;
+}
+
 export interface PlansTable {
   plan_id: string;
   city_id: string;
@@ -498,6 +508,7 @@ export interface Schema {
   user_keys: UserKeysTable;
   window_scopes: WindowScopesTable;
   window_buckets: WindowBucketsTable;
+  window_slices: WindowSlicesTable;
   plans: PlansTable;
   subscriptions: SubscriptionsTable;
   subscription_periods: SubscriptionPeriodsTable;

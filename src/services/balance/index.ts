@@ -82,6 +82,8 @@ export const balanceService = defineService({
     gw.provide(BILLING, billing);
     const windows = new WindowEngine(gw);
     gw.provide(WINDOWS, windows); // rolling windows: plans, key budgets (issue 34)
+    gw.waitUntil(windows.sweep().catch(() => 0));
+    if (gw.config.gracefulStop) windows.startSweeper();
     engines.set(gw, { billing, windows });
     gw.waitUntil(billing.sweep());
     if (gw.config.gracefulStop) billing.startSweeper(); // a long-lived process: on a timer too

@@ -9,9 +9,10 @@
 //   Σ of what calls spent in any window ≤ its limit, at every moment, on every replica.
 //
 // A window of `seconds` counts the buckets of the last ⌈seconds/60⌉ + 1 minutes: a credit
-// stays counted at least `seconds` and at most a minute longer (the precision). A process that
-// dies with a slice leaves the slice counted as used until it leaves the window (bounded: 16
-// holds and at most half of what the window had left); a graceful stop returns every slice.
+// stays counted at least `seconds` and at most a minute longer (the precision). Each slice is a
+// row of window_slices too: a process that dies with one has it swept by another after the TTL,
+// which gives back what the scope's usage records do not account for; a graceful stop returns
+// every slice.
 //
 // On Workers (no graceful stop: an isolate may vanish with its slice) a slice is exactly one
 // call's hold, and its rest is returned right after the call, in its waitUntil.
@@ -19,7 +20,7 @@ import { newId } from '../../../kernel/crypto.ts';
 import type { GatewayContext } from '../../../kernel/context.ts';
 import { isUniqueViolation, type Db } from '../../../db/database.ts';
 import { BUCKET_MS, windowClock, type RollingWindows, type WindowHold, type WindowRefusal, type WindowSpec, type WindowState } from '../../../kernel/windows.ts';
-import { bucketsOf, keepFrom, minuteOf, parseRead, pruneStatement, readStatement, returnStatements, takeStatements, type TakeRead } from './sql.ts';
+import { bucketsOf, keepFrom, minuteOf, parseRead, pruneStatement, readStatement, returnStatements, sweepStatements, takeStatements, type TakeRead } from './sql.ts';
 import { sql, type CompiledQuery } from 'kysely';
 
 const SLICE_HOLDS = 16;
@@ -27,6 +28,8 @@ const SLICE_HOLDS = 16;
 const PRUNE_EVERY_MS = 3_600_000;
 const IDLE_MS = 1000;
 const DEFAULT_FLUSH_MS = 200;
+const DEFAULT_TTL_S = 30;
+const SWEEP_EVERY_MS = 10_000;
 
 interface Slice {
   scope: string;
@@ -173,7 +176,7 @@ export class WindowEngine implements RollingWindows {
     for (let attempt = 0; ; attempt++) {
       const takeId = newId('wt', 12);
       const at = this.now();
-      const { statements, read } = takeStatements(this.db, st.scope, windows, minute, amount, takeId, at);
+      const { statements, read } = takeStatements(this.db, st.scope, windows, minute, amount, takeId, at, this.owner, Date.now());
       // Now and then the same batch removes buckets older than every window (after the scope's
       // lock on PostgreSQL): a scope keeps about its longest window's minutes, not all of them.
       const keep = this.now() - (this.#pruned.get(st.scope) ?? 0) >= PRUNE_EVERY_MS ? keepFrom(windows, minute) : null; // the windows' clock
@@ -259,15 +262,18 @@ export class WindowEngine implements RollingWindows {
         if (!st.current && !st.taking) this.#scopes.delete(st.scope);
       }
       for (const s of this.#old) if (s.held === 0) slices.push(s);
-      if (slices.length === 0) return;
+      const renew = this.#renewDue(at);
+      if (slices.length === 0 && !renew) return;
       slices.sort((a, b) => (a.scope < b.scope ? -1 : a.scope > b.scope ? 1 : a.minute - b.minute)); // one lock order
       const id = newId('wflush', 12);
       // The mark first (lease_flushes, as lease flushes do): a retry of a batch that had committed fails on it.
       const statements = [sql`INSERT INTO lease_flushes (flush_id, owner, at) VALUES (${id}, ${this.owner}, ${at})`.compile(this.db.kysely)];
+      // Live slices say so (every TTL/3), or another process would sweep them.
+      if (renew) statements.push(sql`UPDATE window_slices SET renewed_at = ${at} WHERE owner = ${this.owner}`.compile(this.db.kysely));
       for (const s of slices) {
         s.returning = true;
         this.#old.delete(s);
-        statements.push(...returnStatements(this.db, s.scope, s.minute, s.taken, Math.max(0, s.taken - s.spent), this.now()));
+        statements.push(...returnStatements(this.db, s.scope, s.minute, s.taken, Math.max(0, s.taken - s.spent), this.now(), this.owner));
       }
       f = this.#retry = { id, statements, slices };
     }
@@ -283,6 +289,49 @@ export class WindowEngine implements RollingWindows {
     this.#retry = null;
   }
 
+  get #ttlMs(): number {
+    const n = Number(this.gw.env.get('BALANCE_LEASE_TTL_SECONDS') ?? DEFAULT_TTL_S);
+    return (Number.isFinite(n) && n > 0 ? n : DEFAULT_TTL_S) * 1000;
+  }
+
+  #lastRenew = Date.now();
+  #renewDue(at: number): boolean {
+    if (this.held.slices === 0 || at - this.#lastRenew < this.#ttlMs / 3) return false;
+    this.#lastRenew = at;
+    return true;
+  }
+
+  #sweeper: ReturnType<typeof setTimeout> | null = null;
+
+  /** A long-lived process sweeps on a timer: dead processes' slices come back with no traffic too. */
+  startSweeper(): void {
+    if (this.#stopped || this.#sweeper) return;
+    this.#sweeper = setTimeout(() => {
+      this.#sweeper = null;
+      this.gw.waitUntil(this.sweep().catch((e) => this.gw.databaseDown(e) || this.gw.log('warn', 'windows: sweep failed', { error: String(e) })));
+      this.startSweeper();
+    }, Math.min(SWEEP_EVERY_MS, this.#ttlMs));
+    (this.#sweeper as { unref?: () => void }).unref?.();
+  }
+
+  /**
+   * Gives back the slices of processes that stopped renewing them (they died): each its part
+   * that the scope's usage records since it was taken do not account for. Returns how many.
+   */
+  async sweep(now = Date.now()): Promise<number> {
+    const cutoff = now - this.#ttlMs;
+    const dead = await this.db.kysely.selectFrom('window_slices').select(['owner', 'scope', 'minute', 'created_at']).where('renewed_at', '<', cutoff).where('owner', '<>', this.owner).limit(500).execute();
+    let swept = 0;
+    for (const s of dead) {
+      const statements = sweepStatements(this.db, { owner: s.owner, scope: s.scope, minute: Number(s.minute), created_at: Number(s.created_at) }, cutoff, newId('wsweep', 12), this.now());
+      if (!statements) continue;
+      const res = await this.db.batch(statements);
+      if (res[res.length - 1].changes === 1) swept++;
+    }
+    if (swept > 0) this.gw.log('warn', 'windows: gave back the unspent slices of stopped processes', { count: swept });
+    return swept;
+  }
+
   /** What this process holds (tests, metrics). */
   get held(): { scopes: number; slices: number } {
     let slices = this.#old.size;
@@ -295,6 +344,8 @@ export class WindowEngine implements RollingWindows {
     this.#stopped = true;
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = null;
+    if (this.#sweeper) clearTimeout(this.#sweeper);
+    this.#sweeper = null;
     const deadline = Date.now() + 5000;
     for (;;) {
       await this.flush(true).catch((e) => this.gw.log('error', 'windows: final flush failed', { error: String(e) }));
