@@ -87,6 +87,12 @@ export interface ServiceDef {
   description?: string;
   env?: EnvRequirement[];
   actions: Record<string, AnyAction>;
+  /**
+   * First path segments this service also answers at /v1/<segment>/… with its actions of that
+   * name (e.g. ai's `responses`: /v1/responses is /v1/ai/responses), for clients that append
+   * a vendor's paths to a base URL ending in /v1. Only used when no service has that id.
+   */
+  rootPaths?: string[];
   /** Runs once at boot, after migrations (register capabilities, warm caches, warn). */
   init?(gw: GatewayContext): Promise<void> | void;
   /** Runs on graceful shutdown (flush buffers). */

@@ -25,14 +25,22 @@ export interface AdmissionDeps {
 export function dispatcher(d: AdmissionDeps): (c: Context) => Promise<Response> {
   const { context, outage } = d;
   const { services, cities, limits, config } = context;
+  // /v1/<segment>/… paths a service also answers (ServiceDef.rootPaths), looked at only on a miss
+  const roots = new Map<string, string>();
+  for (const s of services.values()) for (const p of s.rootPaths ?? []) if (!services.has(p)) roots.set(p, s.id);
 
   async function dispatch(c: Context): Promise<Response> {
     const req = c.req.raw;
     const requestId = newRequestId();
     c.set('requestId' as never, requestId as never);
-    const [serviceId, ...rest] = pathOf(req.url).slice('/v1/'.length).split('/');
+    let [serviceId, ...rest] = pathOf(req.url).slice('/v1/'.length).split('/');
+    let service = services.get(serviceId);
+    if (!service && roots.has(serviceId)) {
+      rest = [serviceId, ...rest];
+      serviceId = roots.get(serviceId)!;
+      service = services.get(serviceId);
+    }
     const actionPath = rest.join('/');
-    const service = services.get(serviceId);
     if (!service) throw notFound('service_not_found', `No service '${serviceId}' is mounted here.`);
     const found = findAction(service, actionPath);
     if (!found) throw notFound('action_not_found', `The service '${serviceId}' has no action '${actionPath}'.`);

@@ -26,6 +26,8 @@ export const responsesInput = z
     store: z.literal(false, { error: STATELESS }).nullish(),
     conversation: z.null({ error: STATELESS }).optional(),
     background: z.literal(false, { error: 'background responses are not supported' }).nullish(),
+    /** false: the WebSocket mode's warm-up (no model call; index.ts warmUp). */
+    generate: z.boolean().optional(),
     city_id: z.string().optional(),
   })
   .loose();
@@ -114,6 +116,9 @@ export function toModelMessages(input: ResponsesInput): ModelMessage[] {
       const last = out[out.length - 1];
       if (last?.role === 'tool') (last.content as any[]).push(part);
       else out.push({ role: 'tool', content: [part] } as ModelMessage);
+    } else if (type === 'compaction' || type === 'compaction_summary') {
+      // citygate's own were opened into a user message before (compaction.ts openCompactions)
+      throw badRequest('invalid_input', `${at}: this compaction item was made by OpenAI and only an OpenAI upstream can read it; this model's upstream is not one`, `${at}.encrypted_content`);
     } else if (type === 'reasoning' || HOSTED_CALLS.has(type)) {
       // reasoning belongs to the model that wrote it, and a hosted tool's call ran at the
       // provider that offers it: neither is replayed to another model
