@@ -6,6 +6,7 @@
 //     life (a refused connection never upgrades), and each turn is an AI call in flight,
 //     counted against the user's concurrency caps while it runs;
 //   - WS_IDLE_TIMEOUT_MS (default 300 s, 0 = none) without a turn running: closed, code 1000;
+//   - RESPONSES_WEBSOCKET=off refuses every upgrade (405 websocket_not_supported, as on Workers);
 //   - on the drain (SIGTERM) idle sockets close at once and busy ones when their turn has
 //     finished, code 1001 (going away); past SHUTDOWN_TIMEOUT_MS the turn's stream is ended
 //     like any other (its error event, charged by the estimate) and the socket cut.
@@ -46,6 +47,8 @@ const pathOf = (url: string | undefined) => {
 
 export function installResponsesSockets(server: Server, gateway: Gateway, env: NodeJS.ProcessEnv): ResponsesSockets {
   const idleMs = intSetting(env, 'WS_IDLE_TIMEOUT_MS', 300_000, 0, 86_400_000);
+  // RESPONSES_WEBSOCKET=off: refused as on Workers (e.g. behind a proxy that cannot carry WebSockets); clients use HTTP
+  const enabled = !/^(off|false|0)$/i.test(env.RESPONSES_WEBSOCKET ?? '');
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_MESSAGE_BYTES, perMessageDeflate: false });
   const open = new Map<WebSocket, ResponsesTurns>();
   let draining = false;
@@ -55,6 +58,7 @@ export function installResponsesSockets(server: Server, gateway: Gateway, env: N
 
   server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
     if (isRefused(socket)) return void socket.destroy();
+    if (!enabled) return refuse(socket, 405, 'Method Not Allowed', 'invalid_request_error', 'websocket_not_supported', 'Responses over WebSocket is off on this gateway (RESPONSES_WEBSOCKET=off); use POST /v1/ai/responses with stream: true.');
     if (draining || gateway.draining) return refuse(socket, 503, 'Service Unavailable', 'api_error', 'draining', 'The gateway is stopping; connect again.');
     void upgrade(req, socket, head).catch((e) => {
       const status = (e as { status?: number }).status ?? 500;
@@ -90,6 +94,9 @@ export function installResponsesSockets(server: Server, gateway: Gateway, env: N
       },
     });
     open.set(ws, turns);
+    const log = gateway.context.log;
+    let count = 0;
+    log('info', 'ai: responses websocket opened', { path: pathOf(req.url) });
     let idle: NodeJS.Timeout | undefined;
     const arm = () => {
       clearTimeout(idle);
@@ -103,10 +110,12 @@ export function installResponsesSockets(server: Server, gateway: Gateway, env: N
       clearTimeout(idle);
       if (draining) return ws.send(JSON.stringify({ type: 'error', status: 503, error: { type: 'api_error', code: 'draining', message: 'The gateway is stopping; this turn was not run. Connect again.' } }));
       if (isBinary) return ws.send(JSON.stringify({ type: 'error', status: 400, error: { type: 'invalid_request_error', code: 'invalid_event', message: 'Send events as text messages.' } }));
+      count++;
       turns.message(String(data));
       if (!turns.busy) arm();
     });
-    ws.on('close', () => {
+    ws.on('close', (code) => {
+      log('info', 'ai: responses websocket closed', { code, messages: count });
       clearTimeout(idle);
       turns.close();
       open.delete(ws);
