@@ -13,7 +13,7 @@ import { sdkGenerate, servingPlan } from '../upstream/sdk-call.ts';
 import { hostedToolsRejected } from '../upstream/hosted-tools.ts';
 import { responsesInput, type ResponsesInput } from './input.ts';
 import { compactedJson, type Meta } from './translate.ts';
-import { compactionItem, keptUserMessages, openCompactions } from './compaction.ts';
+import { compactionItem, holdsCitygateCompaction, keptUserMessages, openCompactions } from './compaction.ts';
 import { compactionRequest, forwardedBody, measuredOf } from './index.ts';
 
 export const compactInput = responsesInput.extend({
@@ -22,7 +22,7 @@ export const compactInput = responsesInput.extend({
 
 export async function compact(ctx: ActionContext<ResponsesInput>): Promise<Response> {
   const { gateway: gw } = ctx;
-  const input = await openCompactions(gw, ctx.input);
+  const input = holdsCitygateCompaction(ctx.input) ? await openCompactions(gw, ctx.input) : ctx.input;
   const r = await resolveModel(gw, ctx.identity, input.model, 'responses');
   const raw = await ctx.rawBody();
   const plan = await servingPlan(gw, r.model, 'responses', (ai) => compactionRequest(ai, input, hostedToolsRejected(gw.env)));

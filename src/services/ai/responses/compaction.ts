@@ -58,13 +58,16 @@ type Item = Record<string, any>;
 const isCompaction = (i: Item) => i?.type === 'compaction' || i?.type === 'compaction_summary';
 export const isCitygateCompaction = (i: Item) => isCompaction(i) && typeof i.encrypted_content === 'string' && i.encrypted_content.startsWith(COMPACTION_PREFIX);
 
+/** Whether the input holds a compaction item citygate made (one scan; the common answer is no). */
+export const holdsCitygateCompaction = (input: { input: unknown }) => Array.isArray(input.input) && input.input.some(isCitygateCompaction);
+
 /**
  * The input with citygate's compaction items opened into the summary as a user message (the
- * same on every upstream); the input itself when it holds none (the common case: one scan).
+ * same on every upstream); the input itself when it holds none.
  */
 export async function openCompactions<T extends { input: unknown }>(gw: GatewayContext, input: T): Promise<T> {
   const items = input.input;
-  if (!Array.isArray(items) || !items.some(isCitygateCompaction)) return input;
+  if (!Array.isArray(items) || !holdsCitygateCompaction(input)) return input;
   const out: Item[] = [];
   for (let i = 0; i < items.length; i++) {
     const item = items[i] as Item;

@@ -15,7 +15,7 @@ import { hostedToolsRejected } from '../upstream/hosted-tools.ts';
 import type { Ai } from '../upstream/sdk.ts';
 import { declaredToolsOf, sdkRequest, type ResponsesInput } from './input.ts';
 import { compactionEvents, compactionJson, responseJson, responseStream, warmUpEvents, warmUpJson, type Meta } from './translate.ts';
-import { compactionItem, compactionTriggered, openCompactions, toCompact } from './compaction.ts';
+import { compactionItem, compactionTriggered, holdsCitygateCompaction, openCompactions, toCompact } from './compaction.ts';
 
 export { responsesInput } from './input.ts';
 
@@ -43,7 +43,7 @@ export const sse = (text: string) => new Response(text, { headers: { 'content-ty
 export async function responses(ctx: ActionContext<ResponsesInput>): Promise<Response> {
   const { gateway: gw } = ctx;
   if (ctx.input.generate === false) return warmUp(ctx);
-  const input = await openCompactions(gw, ctx.input);
+  const input = holdsCitygateCompaction(ctx.input) ? await openCompactions(gw, ctx.input) : ctx.input;
   const compacting = compactionTriggered(input);
   const r = await resolveModel(gw, ctx.identity, input.model, 'responses');
   const raw = await ctx.rawBody();
