@@ -78,6 +78,7 @@ export function toModelMessages(input: ResponsesInput): ModelMessage[] {
     return out;
   }
   const names = new Map<string, string>();
+  const answered = new Set<string>();
   const lastAssistant = (): any[] => {
     const last = out[out.length - 1];
     if (last?.role === 'assistant' && Array.isArray(last.content)) return last.content as any[];
@@ -111,6 +112,9 @@ export function toModelMessages(input: ResponsesInput): ModelMessage[] {
       lastAssistant().push({ type: 'tool-call', toolCallId: String(item.call_id), toolName: name, input: { input: String(item.input ?? '') } });
     } else if (type === 'function_call_output' || type === 'custom_tool_call_output') {
       const id = String(item.call_id ?? '');
+      // as OpenAI: an output answers a call that comes before it (a chat upstream refuses an orphan)
+      if (!names.has(id)) throw badRequest('invalid_input', `${at}.call_id: no function_call or custom_tool_call with call_id '${id}' comes before this output`, `${at}.call_id`);
+      answered.add(id);
       const value = typeof item.output === 'string' ? item.output : textOf(partsOf(item.output, `${at}.output`));
       const part = { type: 'tool-result', toolCallId: id, toolName: names.get(id) ?? 'tool', output: { type: 'text', value } };
       const last = out[out.length - 1];
@@ -124,6 +128,11 @@ export function toModelMessages(input: ResponsesInput): ModelMessage[] {
       // provider that offers it: neither is replayed to another model
     } else throw badRequest('invalid_input', `${at}.type: '${type}' items are not supported on this model's upstream`, `${at}.type`);
   });
+  if (answered.size < names.size) {
+    // as OpenAI: every call has its output (the AI SDK refuses a prompt with one missing)
+    const at = (input.input as Item[]).findIndex((i) => (i?.type === 'function_call' || i?.type === 'custom_tool_call') && !answered.has(String(i.call_id)));
+    throw badRequest('invalid_input', `input.${at}: no output for the call '${(input.input as Item[])[at].call_id}' follows it`, `input.${at}.call_id`);
+  }
   return out;
 }
 
