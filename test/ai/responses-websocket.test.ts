@@ -15,7 +15,8 @@ import { cost, startApiWorld, type ApiWorld } from './apis-setup.ts';
 
 let w: ApiWorld;
 before(async () => {
-  w = await startApiWorld({ env: { WS_IDLE_TIMEOUT_MS: '1500' } });
+  // one AI call in flight per user: a socket's turn counts like any call
+  w = await startApiWorld({ env: { WS_IDLE_TIMEOUT_MS: '1500', RATE_LIMIT_USER_AI_CALLS: '1' } });
 });
 after(() => w?.close());
 
@@ -209,6 +210,22 @@ describe('Responses over WebSocket', () => {
     await new Promise((r) => setTimeout(r, 300));
     assert.equal((await w.records(t, 1)).length, 1, 'one record');
     assert.equal(await w.balance(t), b0 - rec.credits, 'charged once');
+  });
+
+  test('a turn in flight counts against the user’s concurrency cap (RATE_LIMIT_USER_AI_CALLS=1): another socket’s turn meanwhile is a 429 error event, free; after it, served', async () => {
+    const t = await w.user('ws-cap');
+    const a = await open(t);
+    const b = await open(t);
+    const slow = a.turn({ model: 'stub-stream-slow', input: 'x' });
+    await a.until('response.output_text.delta');
+    const [refused] = await b.turn({ model: 'stub-model', input: 'meanwhile' });
+    assert.deepEqual([refused.type, refused.status, refused.error.code], ['error', 429, 'rate_limited']);
+    assert.equal(final(await slow).type, 'response.completed');
+    assert.equal(final(await b.turn({ model: 'stub-model', input: 'after' })).type, 'response.completed');
+    const recs = await w.records(t, 2);
+    assert.deepEqual(recs.map((r: any) => r.status).sort(), ['ok', 'ok']);
+    a.ws.close();
+    b.ws.close();
   });
 
   test('an idle socket is closed after WS_IDLE_TIMEOUT_MS (code 1000)', async () => {
