@@ -9,9 +9,15 @@ import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { ResponsesWS } from 'openai/resources/responses/ws';
 import WebSocket from 'ws';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startNodeServer } from '../../src/runtimes/node/server.ts';
+import { client } from '../helpers/http.ts';
 import { sqlAll } from '../helpers/sql.ts';
-import { countWords, promptTokens } from '../stubs/openai.ts';
-import { cost, startApiWorld, type ApiWorld } from './apis-setup.ts';
+import { countWords, promptTokens, startOpenAIStub } from '../stubs/openai.ts';
+import { cost, PRICE, startApiWorld, type ApiWorld } from './apis-setup.ts';
+import { tokenFor } from './setup.ts';
 
 let w: ApiWorld;
 before(async () => {
@@ -259,5 +265,56 @@ describe('Responses over WebSocket', () => {
     const want = cost(r.usage.input_tokens, r.usage.output_tokens);
     assert.deepEqual(recs.map((r) => [r.credits, r.status]), [[want, 'ok']]);
     assert.equal(b0 - bal.credits, want);
+  });
+});
+
+describe('Responses over WebSocket: a drain whose deadline passes', () => {
+  test('SIGTERM with a turn longer than SHUTDOWN_TIMEOUT_MS: the turn ends with its error event, charged by the estimate, the socket closes 1001, all within the deadline', async () => {
+    const stub = await startOpenAIStub({ streamSlowMs: 500 }); // 20 chunks: 10 s
+    const dir = mkdtempSync(join(tmpdir(), 'citygate-ws-deadline-'));
+    const key = 'ws-deadline-admin-key-0123456789abcdef';
+    const s = await startNodeServer(
+      {
+        ...process.env,
+        HOST: '127.0.0.1',
+        PORT: '0',
+        DATABASE_PATH: join(dir, 'c.sqlite'),
+        DATABASE_URL: '',
+        GATEWAY_ADMIN_SECRET_KEY: key,
+        SHUTDOWN_TIMEOUT_MS: '1000',
+        TEXTPROVIDER_API_KEY: 'sk-stub',
+        TEXTPROVIDER_BASE_URL: stub.url,
+        TEXTPROVIDER_MODELS: 'stub-stream-slow',
+        MODEL_PRICES: JSON.stringify({ 'stub-stream-slow': PRICE }),
+        BALANCE_INITIAL_CREDITS: '1000000',
+      },
+      { logger: () => {} },
+    );
+    try {
+      const t = await tokenFor(client(s.url, key), 'ws-deadline', 'u');
+      const ws = new WebSocket(`${s.url.replace(/^http/, 'ws')}/v1/ai/responses`, { headers: { authorization: `Bearer ${t}` } });
+      const events: any[] = [];
+      const closed = new Promise<number>((r) => ws.on('close', (code) => r(code)));
+      const first = new Promise<void>((r) => ws.on('message', (d) => (events.push(JSON.parse(String(d))), events.at(-1).type === 'response.output_text.delta' && r())));
+      await new Promise((r, j) => ws.once('open', r).once('error', j));
+      ws.send(JSON.stringify({ type: 'response.create', model: 'stub-stream-slow', input: 'go' }));
+      await first;
+      const t0 = Date.now();
+      await s.stop();
+      const took = Date.now() - t0;
+      assert.equal(await closed, 1001);
+      assert.ok(took < 1000 + 3500, `stopped in ${took} ms`);
+      assert.equal(events.at(-1).type, 'error', JSON.stringify(events.at(-1)));
+      assert.equal(events.some((e) => e.type === 'response.completed'), false);
+      const recs = await sqlAll<{ credits: number; status: string; estimated: number; input_tokens: number; output_tokens: number }>({ dbPath: join(dir, 'c.sqlite') }, 'SELECT credits, status, estimated, input_tokens, output_tokens FROM usage');
+      assert.equal(recs.length, 1);
+      assert.equal(recs[0].estimated, 1);
+      assert.equal(recs[0].credits, cost(recs[0].input_tokens, recs[0].output_tokens));
+      const [bal] = await sqlAll<{ credits: number }>({ dbPath: join(dir, 'c.sqlite') }, "SELECT credits FROM balances WHERE city_id = 'ws-deadline' AND user_id = 'u'");
+      assert.equal(1_000_000 - bal.credits, recs[0].credits, 'charged the estimate, once');
+    } finally {
+      await s.stop();
+      await stub.close();
+    }
   });
 });
