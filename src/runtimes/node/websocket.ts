@@ -63,6 +63,7 @@ export function installResponsesSockets(server: Server, gateway: Gateway, env: N
     void upgrade(req, socket, head).catch((e) => {
       const status = (e as { status?: number }).status ?? 500;
       if (status === 401) return refuse(socket, 401, 'Unauthorized', 'authentication_error', (e as { code?: string }).code ?? 'invalid_token', (e as Error).message);
+      if (status === 403) return refuse(socket, 403, 'Forbidden', 'permission_error', 'identity_not_allowed', (e as Error).message);
       refuse(socket, 503, 'Service Unavailable', 'api_error', 'unavailable', 'The WebSocket could not be opened; use POST /v1/ai/responses.');
     });
   });
@@ -70,12 +71,13 @@ export function installResponsesSockets(server: Server, gateway: Gateway, env: N
   async function upgrade(req: IncomingMessage, socket: Socket, head: Buffer): Promise<void> {
     const headers = new Headers();
     for (const [k, v] of Object.entries(req.headers)) if (v !== undefined && !HOP.test(k)) headers.set(k, Array.isArray(v) ? v.join(', ') : v);
-    const base = `http://${req.headers.host ?? 'localhost'}`;
+    // turns are posted inside the gateway: a fixed origin (the Host header travels among the headers)
+    const base = 'http://127.0.0.1';
     // auth at the upgrade: a user (token or key) or the admin, as POST /v1/ai/responses allows
     const id = await authenticate(new Request(`${base}/v1/ai/responses`, { headers }), gateway.context);
     if (id.kind !== 'user' && id.kind !== 'admin') {
       const e = new Error(id.kind === 'guest' ? 'Responses over WebSocket needs a bearer token.' : `A ${id.kind} credential cannot call this action.`) as Error & { status: number; code: string };
-      e.status = 401;
+      e.status = id.kind === 'guest' ? 401 : 403;
       e.code = id.kind === 'guest' ? 'missing_credential' : 'identity_not_allowed';
       throw e;
     }
