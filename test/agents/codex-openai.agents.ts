@@ -2,12 +2,14 @@
 // OpenAI provider pointed at citygate (`openai_base_url` in config.toml, the key in
 // CODEX_API_KEY), in a session long enough to compact: model_auto_compact_token_limit is below
 // what one turn reports, so after the first tool call Codex compacts (a compaction_trigger
-// item) and goes on from the compacted conversation. Forwarded to an OpenAI upstream (OpenAI
-// compacts) and translated (the routed model writes the summary, citygate seals it), over
-// WebSocket as Codex chooses it (with its generate: false warm-up) and over HTTP (a gateway
-// with RESPONSES_WEBSOCKET=off refuses the upgrade, as Workers do; Codex falls back). Each run:
-// the file written, the final answer printed, exactly one compaction, and Σ usage credits =
-// the balance drop (one record per upstream call, plus the free warm-ups).
+// item) and goes on from the compacted conversation; then the session is resumed for one more
+// user turn (`codex exec resume --last`), which carries the compacted history. Forwarded to an
+// OpenAI upstream (OpenAI compacts) and translated (the routed model writes the summary,
+// citygate seals it), over WebSocket as Codex chooses it (with its generate: false warm-up)
+// and over HTTP (a gateway with RESPONSES_WEBSOCKET=off refuses the upgrade, as Workers do;
+// Codex falls back). Each run: the file written, the final answers printed, one compaction in
+// the first run, and Σ usage credits = the balance drop (one record per upstream call, plus
+// the free warm-ups).
 import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -86,13 +88,24 @@ describe('Codex CLI on its built-in OpenAI provider (openai_base_url), a session
           cwd,
           env: { HOME: cwd, CODEX_HOME: home, CODEX_API_KEY: t },
         });
-        const took = Date.now() - t0;
         assert.equal(r.code, 0, `codex exited ${r.code}: ${r.stdout}\n${r.stderr.slice(-3000)}`);
         assert.match(r.stdout, /AGENT-DONE/);
         assert.equal(readFileSync(join(cwd, 'hello.txt'), 'utf8').trim(), 'hello');
         assert.equal(w.stub.compactions - k0, 1, `one compaction: ${r.stderr.slice(-2000)}`);
+        assert.ok(upstreamCalls(w) - c0 >= 3, 'tool call, compaction, the turn after it');
+
+        // the session goes on in a new process: the next user turn carries the compacted history
+        const n0 = w.stub.requests.length;
+        const again = await run(join(BIN, 'codex'), ['exec', 'resume', '--last', '--skip-git-repo-check', '--dangerously-bypass-approvals-and-sandbox', 'Say it once more'], {
+          cwd,
+          env: { HOME: cwd, CODEX_HOME: home, CODEX_API_KEY: t },
+        });
+        assert.equal(again.code, 0, `codex resume exited ${again.code}: ${again.stdout}\n${again.stderr.slice(-3000)}`);
+        assert.match(again.stdout, /AGENT-DONE/);
+        const after = w.stub.requests.slice(n0).map((q) => JSON.stringify(q.body));
+        assert.ok(after.some((b) => (model === 'gpt-4.1-mini' ? b.includes('oa-cmp:') : b.includes('Summary of the conversation so far'))), 'the compaction travels on');
+        const took = Date.now() - t0;
         const calls = upstreamCalls(w) - c0;
-        assert.ok(calls >= 3, `tool call, compaction, the turn after it: ${calls} upstream calls`);
         const { warm } = await settled(t, b0, calls);
         if (transport === 'websocket') assert.ok(opened() > s0, 'Codex used a WebSocket');
         else assert.equal(opened(), s0, 'no WebSocket');

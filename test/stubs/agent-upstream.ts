@@ -6,12 +6,13 @@
 // and GET /v1/models (an empty list), POST /v1/messages/count_tokens ({input_tokens: 10}).
 //
 // The script, the same on every protocol: a turn whose conversation holds fewer tool results
-// than `toolTurns` (default 1) asks for one more tool call (`plan(toolNames)` picks the tool and its arguments; with no tools
-// or no pick, it answers the final text at once); a turn that carries a tool result answers
-// `final` ("AGENT-DONE" unless given); so does a compacted conversation (after a compaction
-// the work is done), and a compaction asked for is answered (Responses: one OpenAI-style
-// compaction item "oa-cmp:…"; elsewhere the final text, as the summary). Side calls a client makes on its own (titles, quota
-// checks) get the final text too, so every call is one upstream call.
+// than `toolTurns` (default 1) asks for one more tool call (`plan(toolNames)` picks the tool
+// and its arguments; with no tools or no pick, it answers the final text at once); after
+// that it answers `final` ("AGENT-DONE" unless given). A compacted conversation gets the final
+// text too (the work is done), and a compaction asked for is answered: on the Responses API
+// with one OpenAI-style compaction item ("oa-cmp:…"), elsewhere with the final text as the
+// summary. Side calls a client makes on its own (titles, quota checks) get the final text
+// too, so every call is one upstream call.
 //
 // Usage: what `usage` says, per protocol shape (Anthropic: input, cache writes 5 m / 1 h and
 // cache reads apart; OpenAI: prompt tokens including cached ones). `requests` keeps every
