@@ -31,6 +31,7 @@ export const METHODS = {
     'chat/completions': 'POST',
     embeddings: 'POST',
     responses: 'POST',
+    'responses/compact': 'POST',
     messages: 'POST',
     'messages/count_tokens': 'POST',
     'v1/messages': 'POST',

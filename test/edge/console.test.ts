@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { resolve } from 'node:path';
 import { after, before, test } from 'node:test';
+import WebSocket from 'ws';
 import { startWorker, type TestWorker } from '../helpers/worker.ts';
 
 const DIST = resolve(import.meta.dirname, '../../console/dist');
@@ -52,4 +53,19 @@ test('a Worker deployed without the assets says how to get the console', async (
   const res = await fetch(`${bare.url}/console/`);
   assert.equal(res.status, 503);
   assert.match(await res.text(), /npm run build:console/);
+});
+
+test('Responses over WebSocket is refused on the Worker (405 websocket_not_supported), so clients fall back to HTTP', async () => {
+  for (const path of ['/v1/responses', '/v1/ai/responses']) {
+    // the ws client, as the openai client's ResponsesWS and Codex's would connect
+    const refused = await new Promise<{ status?: number; allow?: string; body: string }>((resolve, reject) => {
+      const ws = new WebSocket(`${bare.url.replace(/^http/, 'ws')}${path}`, { headers: { authorization: 'Bearer x' } });
+      ws.once('open', () => reject(new Error('upgraded')));
+      ws.once('unexpected-response', (_q, res) => {
+        let body = '';
+        res.on('data', (c) => (body += c)).on('end', () => resolve({ status: res.statusCode, allow: res.headers.allow, body }));
+      });
+    });
+    assert.deepEqual([refused.status, refused.allow, JSON.parse(refused.body).error.code], [405, 'POST', 'websocket_not_supported'], path);
+  }
 });

@@ -84,6 +84,20 @@ function queueOf(env: WorkerEnv): Queue<JobMessage> | undefined {
   return q && typeof q.send === 'function' ? q : undefined;
 }
 
+/**
+ * Responses over WebSocket is served on Node only (a socket's turns outlive what a Worker
+ * invocation may hold, and its drain is the Node server's). A WebSocket upgrade of the
+ * Responses paths is refused at once, in the one error shape, and clients fall back to HTTP
+ * (Codex does on any refused upgrade; POST /v1/ai/responses streams the same events).
+ */
+function refuseWebSocket(req: Request): Response | null {
+  if (req.headers.get('upgrade')?.toLowerCase() !== 'websocket') return null;
+  const path = new URL(req.url).pathname;
+  if (path !== '/v1/responses' && path !== '/v1/ai/responses') return null;
+  const error = { type: 'invalid_request_error', code: 'websocket_not_supported', message: 'Responses over WebSocket is not served on this deployment (Cloudflare Workers); use POST /v1/ai/responses with stream: true.' };
+  return Response.json({ error }, { status: 405, headers: { allow: 'POST' } });
+}
+
 export function createWorker(opts: WorkerOptions = {}): GatewayWorker {
   // One gateway per isolate: its caches (env snapshot, verified tokens, city status) live
   // as long as the isolate does.
@@ -92,6 +106,10 @@ export function createWorker(opts: WorkerOptions = {}): GatewayWorker {
 
   return {
     fetch(req, env, ctx) {
+      if (req.headers.get('upgrade') !== null) {
+        const refused = refuseWebSocket(req);
+        if (refused) return Promise.resolve(refused);
+      }
       return gatewayFor(env).fetch(req, env, ctx);
     },
     async queue(batch, env) {
