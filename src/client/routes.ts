@@ -7,7 +7,7 @@ export type Method = 'GET' | 'POST';
 
 export const METHODS = {
   env: { list: 'GET', upsert: 'POST', remove: 'POST', import: 'POST' },
-  cities: { list: 'GET', current: 'GET', get: 'GET', create: 'POST', pause: 'POST', activate: 'POST', remove: 'POST', 'tokens/apply': 'POST', update: 'POST', 'tokens/revoke': 'POST', 'keys/rotate': 'POST' },
+  cities: { list: 'GET', current: 'GET', get: 'GET', create: 'POST', pause: 'POST', activate: 'POST', remove: 'POST', 'tokens/apply': 'POST', update: 'POST', 'tokens/revoke': 'POST', 'keys/rotate': 'POST', page: 'GET' },
   bureaus: { create: 'POST', list: 'GET', revoke: 'POST' },
   accounts: { providers: 'GET', login: 'POST', 'oauth/start': 'POST', 'oauth/callback': 'GET', 'oauth/result': 'GET', logout: 'POST', me: 'GET', users: 'GET' },
   balance: { me: 'GET', history: 'GET', list: 'GET', get: 'GET', ledger: 'GET', adjust: 'POST' },
@@ -23,7 +23,7 @@ export const METHODS = {
     'payments/sync': 'POST',
     refunds: 'GET',
   },
-  usage: { me: 'GET', list: 'GET', export: 'GET', summary: 'GET', stats: 'GET', 'request-log': 'GET' },
+  usage: { me: 'GET', 'me/daily': 'GET', list: 'GET', export: 'GET', summary: 'GET', stats: 'GET', 'request-log': 'GET' },
   ai: {
     models: 'GET',
     text: 'POST',

@@ -20,6 +20,7 @@ import { readRequestLog, requestLogOutput } from './request-log/read.ts';
 import { REQUEST_LOGS } from '../../kernel/request-log.ts';
 import { dayRange, statsGroup, usageStats } from './stats.ts';
 import { SUMMARY_LIMIT, SUMMARY_MAX_LIMIT, summaryPage } from './summary.ts';
+import { meDailyAction } from './me-daily.ts';
 
 export { UsageBuffer } from './sink.ts';
 
@@ -217,6 +218,7 @@ export const usageService = defineService({
         return page(gateway, q, input.cursor, input.limit);
       },
     }),
+    'me/daily': meDailyAction,
     list: action({
       method: 'GET',
       auth: ['admin', 'bureau'],
