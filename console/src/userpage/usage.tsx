@@ -1,0 +1,99 @@
+// The user's own usage: credits per day (uPlot, the console's chart) from usage/me/daily and
+// the latest calls from usage/me, with model, tokens, cost and the key that made them.
+// Read again every 3 s while the tab shows, so a call appears within seconds.
+import { useState } from 'preact/hooks';
+import { get, type Page, type UsageRecord } from '../api.ts';
+import { DayChart } from '../chart.tsx';
+import { Badge, Empty, ErrorBox, num, useLoad, usd, when } from '../ui.tsx';
+import { usePoll, type DailyRow } from './hooks.ts';
+
+type Record_ = UsageRecord & { key_id?: string | null };
+
+const DAYS = 30;
+
+export function UsageSection({ keyNames }: { keyNames: Record<string, string> }) {
+  const [cursor, setCursor] = useState<string | undefined>(undefined);
+  const daily = useLoad(() => get<{ from: string; to: string; items: DailyRow[] }>('usage/me/daily', { days: DAYS }), []);
+  const records = useLoad(() => get<Page<Record_>>('usage/me', { limit: 25, cursor }), [cursor]);
+  usePoll(() => {
+    daily.reload();
+    if (!cursor) records.reload();
+  }, 3000, [cursor]);
+
+  const d = daily.data;
+  const days: string[] = [];
+  if (d) for (let t = Date.parse(`${d.from}T00:00:00Z`); t <= Date.parse(`${d.to}T00:00:00Z`); t += 86_400_000) days.push(new Date(t).toISOString().slice(0, 10));
+  const credits: Record<string, number> = {};
+  const calls: Record<string, number> = {};
+  let total = 0;
+  for (const r of d?.items ?? []) {
+    credits[r.day] = r.credits;
+    calls[r.day] = r.calls;
+    total += r.credits;
+  }
+  return (
+    <section class="panel" aria-labelledby="usage-h">
+      <h2 id="usage-h">Usage</h2>
+      <ErrorBox error={daily.error} />
+      {d && (
+        <>
+          <p class="muted">
+            Last {DAYS} days: <strong data-testid="usage-total">{num(total)}</strong> credits ({usd(total)}) over {num((d.items ?? []).reduce((s, r) => s + r.calls, 0))} calls.
+          </p>
+          <div class="chart-box">
+            <DayChart title="Credits per day" days={days} series={[{ label: 'credits', values: credits }, { label: 'calls', values: calls }]} height={200} />
+          </div>
+        </>
+      )}
+      <h3>Latest calls</h3>
+      <ErrorBox error={records.error} />
+      {records.data && records.data.items.length === 0 && !cursor && <Empty>No calls yet. Make a key below and call the API with it; calls show here within seconds.</Empty>}
+      {records.data && records.data.items.length > 0 && (
+        <div class="table-wrap">
+          <table class="usage-table" data-testid="usage-table">
+            <thead>
+              <tr>
+                <th>Time</th>
+                <th>Model</th>
+                <th>Key</th>
+                <th class="num">Tokens in / out</th>
+                <th class="num">Cost</th>
+                <th>Status</th>
+              </tr>
+            </thead>
+            <tbody>
+              {records.data.items.map((r) => (
+                <tr key={r.usage_id} data-usage={r.usage_id}>
+                  <td class="nowrap">{when(r.created_at)}</td>
+                  <td class="model">{r.model}</td>
+                  <td class="key-name">{r.key_id ? (keyNames[r.key_id] ?? r.key_id) : <span class="muted">sign-in token</span>}</td>
+                  <td class="num">
+                    {num(r.input_tokens)} / {num(r.output_tokens)}
+                  </td>
+                  <td class="num" title={usd(r.credits)}>
+                    {num(r.credits)}
+                  </td>
+                  <td>
+                    <Badge status={r.status} />
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      <div class="pager">
+        {cursor && (
+          <button type="button" class="secondary outline" onClick={() => setCursor(undefined)}>
+            Newest
+          </button>
+        )}
+        {records.data?.next_cursor && (
+          <button type="button" class="secondary outline" onClick={() => setCursor(records.data!.next_cursor!)}>
+            Older
+          </button>
+        )}
+      </div>
+    </section>
+  );
+}

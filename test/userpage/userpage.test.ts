@@ -1,0 +1,320 @@
+// Each city's users' page (/u/<city_id>/) in Debian's chromium, against one real gateway whose
+// text provider is the OpenAI stub, Stripe is the Stripe stub (its hosted checkout's Pay
+// button delivers the signed webhook) and GitHub login is the GitHub stub. What a user does and
+// sees: sign in, buy credits, make a key and copy it, watch a call made with it arrive.
+// Screenshots at 1280 px and 375 px go where the console's go (test-results/console/).
+import assert from 'node:assert/strict';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { browserSuite, launchChromium } from '../helpers/browser.ts';
+import { startGateway, type TestGateway } from '../helpers/gateway.ts';
+import { client, errorOf } from '../helpers/http.ts';
+import { until } from '../helpers/wait.ts';
+import { startGitHubStub, type GitHubStub } from '../stubs/github.ts';
+import { startOpenAIStub, type OpenAIStub } from '../stubs/openai.ts';
+import { startStripeStub, type StripeStub } from '../stubs/stripe.ts';
+import { SHOTS } from '../console/pages.ts';
+
+const PRICES = JSON.stringify({ 'stub-model': { input_per_mtok: 1_000_000, output_per_mtok: 2_000_000 } });
+const WHSEC = 'whsec_userpage_test';
+const DESKTOP = { width: 1280, height: 900 };
+const PHONE = { width: 375, height: 812 };
+// Names a user or admin types, rendered as text everywhere (never as markup).
+const EVIL_NAME = '<img src=x onerror="window.__pwned=1">Ann';
+const EVIL_KEY = '<b>laptop</b> claude "x" <script>window.__pwned=2</script>';
+
+browserSuite("the users' page in chromium", () => {
+  let stub: OpenAIStub;
+  let stripe: StripeStub;
+  let gh: GitHubStub;
+  let gw: TestGateway;
+  let browser: Browser;
+  let admin: ReturnType<typeof client>;
+  const outside: string[] = [];
+  const pageErrors: string[] = [];
+  let allowedNav: Set<string>;
+
+  before(async () => {
+    [stub, stripe, gh] = await Promise.all([startOpenAIStub(), startStripeStub({ webhookSecret: WHSEC }), startGitHubStub()]);
+    gw = await startGateway({
+      env: {
+        TEXTPROVIDER_API_KEY: 'sk-stub',
+        TEXTPROVIDER_BASE_URL: stub.url,
+        TEXTPROVIDER_MODELS: 'stub-model',
+        MODEL_PRICES: PRICES,
+        USAGE_FLUSH_MS: '20',
+        PAYMENT_A_SECRET_KEY: stripe.apiKey,
+        PAYMENT_A_API_BASE: stripe.origin,
+        PAYMENT_A_WEBHOOK_SECRET: WHSEC,
+        OAUTH_A_CLIENT_ID: gh.clientId,
+        OAUTH_A_CLIENT_SECRET: gh.clientSecret,
+        OAUTH_A_AUTHORIZE_URL: gh.authorizeUrl,
+        OAUTH_A_TOKEN_URL: gh.tokenUrl,
+        OAUTH_A_API_URL: gh.apiBase,
+      },
+    });
+    stripe.setWebhook(`${gw.url}/v1/payment/webhook/a`);
+    gh.setRedirectUri(`${gw.url}/v1/accounts/oauth/callback`);
+    admin = client(gw.url, gw.adminKey);
+    for (const [city_id, name] of [['acme', 'Acme AI'], ['dark', 'Dark city'], ['plain', 'Plain']]) {
+      assert.equal((await admin.post('/v1/cities/create', { city_id, name })).status, 200);
+    }
+    allowedNav = new Set([new URL(stripe.origin).origin, new URL(gh.authorizeUrl).origin]);
+    browser = await launchChromium();
+  });
+  after(async () => {
+    await browser?.close();
+    await gw?.stop();
+    await Promise.all([stub?.close(), stripe?.close(), gh?.close()]);
+  });
+
+  async function open(viewport = DESKTOP): Promise<{ ctx: BrowserContext; page: Page }> {
+    const ctx = await browser.newContext({ viewport });
+    await ctx.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: gw.url });
+    const page = await ctx.newPage();
+    const origin = new URL(gw.url).origin;
+    page.on('request', (r) => {
+      const u = new URL(r.url());
+      if (u.protocol === 'data:' || u.protocol === 'blob:' || u.origin === origin) return;
+      // The provider's pages (checkout, sign-in) are top-level navigations the user makes.
+      if (r.isNavigationRequest() && allowedNav.has(u.origin)) return;
+      outside.push(r.url());
+    });
+    page.on('pageerror', (e) => pageErrors.push(String(e)));
+    page.on('console', (m) => {
+      if (m.type() === 'error' && !/Failed to load resource: the server responded with a status of (4\d\d)/.test(m.text())) pageErrors.push(m.text());
+    });
+    return { ctx, page };
+  }
+
+  async function shot(page: Page, name: string) {
+    mkdirSync(SHOTS, { recursive: true });
+    await page.waitForLoadState('networkidle');
+    await page.locator('[aria-busy="true"]').first().waitFor({ state: 'detached', timeout: 10_000 }).catch(() => {});
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+  }
+
+  /** No sideways scrolling: the page fits its viewport. */
+  async function fits(page: Page) {
+    const { scroll, client: width } = await page.evaluate(() => ({ scroll: document.documentElement.scrollWidth, client: document.documentElement.clientWidth }));
+    assert.ok(scroll <= width + 1, `page is ${scroll}px wide in a ${width}px viewport`);
+  }
+
+  const credits = async (page: Page) => Number((await page.getByTestId('balance-credits').innerText()).replace(/[^0-9-]/g, ''));
+
+  test('/u/<city>/ is served with the console headers; off, unknown and bad ids are one plain 404', async () => {
+    const redirect = await fetch(`${gw.url}/u/acme`, { redirect: 'manual' });
+    assert.equal(redirect.status, 308);
+    assert.equal(redirect.headers.get('location'), '/u/acme/');
+    const res = await fetch(`${gw.url}/u/acme/`);
+    assert.equal(res.status, 200);
+    const csp = res.headers.get('content-security-policy')!;
+    assert.match(csp, /default-src 'self'/);
+    assert.match(csp, /script-src 'self'/);
+    assert.match(csp, /img-src 'self' data:;/);
+    assert.equal(res.headers.get('x-frame-options'), 'DENY');
+    const html = await res.text();
+    const assets = [...html.matchAll(/(?:src|href)="(\/console\/assets\/[^"]+)"/g)].map((m) => m[1]);
+    assert.ok(assets.some((a) => a.endsWith('.js')) && assets.some((a) => a.endsWith('.css')), html);
+    for (const a of assets) assert.equal((await fetch(gw.url + a)).status, 200, a);
+
+    for (const path of ['/u/nope/', '/u/nope', '/u/%3Cx%3E/', '/u/..%2f/']) {
+      const r = await fetch(gw.url + path, { redirect: 'manual' });
+      assert.equal(r.status, 404, path);
+      assert.match(await r.text(), /This page is not available/);
+    }
+    assert.equal((await fetch(`${gw.url}/u/acme/extra`)).status, 404);
+
+    // cities/page: the branding anyone may read; 404 in the one error shape when there is no page.
+    const page = await client(gw.url).get('/v1/cities/page?city_id=acme');
+    assert.equal(page.status, 200, page.text);
+    assert.deepEqual(page.body, { city_id: 'acme', name: 'Acme AI', status: 'active', logo_url: null, accent_color: null });
+    const none = await client(gw.url).get('/v1/cities/page?city_id=nope');
+    assert.equal(none.status, 404);
+    assert.equal(errorOf(none).code, 'page_not_available');
+  });
+
+  test('branding is validated: an https logo and a hex colour only; the CSP allows just the logo origin; a city can turn its page off', async () => {
+    for (const [user_page, param] of [
+      [{ logo_url: 'javascript:alert(1)' }, 'user_page.logo_url'],
+      [{ logo_url: 'http://cdn.example.com/logo.png' }, 'user_page.logo_url'],
+      [{ logo_url: 'data:image/svg+xml,<svg onload=alert(1)>' }, 'user_page.logo_url'],
+      [{ logo_url: 'https://user:pw@cdn.example.com/l.png' }, 'user_page.logo_url'],
+      [{ logo_url: "https://a;script-src *'/l.png" }, 'user_page.logo_url'],
+      [{ accent_color: 'red' }, 'user_page.accent_color'],
+      [{ accent_color: '#12345' }, 'user_page.accent_color'],
+      [{ accent_color: 'url(javascript:x)' }, 'user_page.accent_color'],
+      [{ enabled: 'no' }, 'user_page.enabled'],
+      [{ colour: '#fff' }, 'user_page'],
+    ] as const) {
+      const r = await admin.post('/v1/cities/update', { city_id: 'dark', user_page });
+      assert.equal(r.status, 400, `${JSON.stringify(user_page)}: ${r.text}`);
+      assert.equal(errorOf(r).param, param, r.text);
+    }
+    const ok = await admin.post('/v1/cities/update', { city_id: 'dark', user_page: { logo_url: 'https://cdn.example.com/logo.png', accent_color: '#0F766E' } });
+    assert.equal(ok.status, 200, ok.text);
+    assert.deepEqual(ok.body.user_page, { enabled: true, logo_url: 'https://cdn.example.com/logo.png', accent_color: '#0f766e' });
+    const res = await fetch(`${gw.url}/u/dark/`);
+    assert.match(res.headers.get('content-security-policy')!, /img-src 'self' data: https:\/\/cdn\.example\.com;/);
+    // Merged field by field: a colour change keeps the logo; null removes one.
+    const c2 = await admin.post('/v1/cities/update', { city_id: 'dark', user_page: { accent_color: '#7c3aed' } });
+    assert.equal(c2.body.user_page.logo_url, 'https://cdn.example.com/logo.png');
+    const c3 = await admin.post('/v1/cities/update', { city_id: 'dark', user_page: { logo_url: null } });
+    assert.deepEqual(c3.body.user_page, { enabled: true, logo_url: null, accent_color: '#7c3aed' });
+    // Off: the page and cities/page answer as for no city; on again: back.
+    assert.equal((await admin.post('/v1/cities/update', { city_id: 'plain', user_page: { enabled: false } })).status, 200);
+    const off = await fetch(`${gw.url}/u/plain/`);
+    assert.equal(off.status, 404);
+    assert.match(await off.text(), /This page is not available/);
+    assert.equal(errorOf(await client(gw.url).get('/v1/cities/page?city_id=plain')).code, 'page_not_available');
+    assert.equal((await admin.post('/v1/cities/update', { city_id: 'plain', user_page: { enabled: true } })).status, 200);
+    assert.equal((await fetch(`${gw.url}/u/plain/`)).status, 200);
+    // A user token cannot change its city's page.
+    const t = (await admin.post('/v1/cities/tokens/apply', { city_id: 'plain', user_id: 'u1' })).body.user_token;
+    assert.equal((await client(gw.url, t).post('/v1/cities/update', { city_id: 'plain', user_page: { enabled: false } })).status, 403);
+  });
+
+  test('a user signs in (local login), buys credits through Stripe, makes a key, copies it, and sees its call within 5 s', async () => {
+    const { ctx, page } = await open(DESKTOP);
+    await page.goto(`${gw.url}/u/acme/`);
+    await page.getByTestId('city-name').filter({ hasText: 'Acme AI' }).waitFor();
+    await page.getByRole('button', { name: 'Continue with GitHub' }).waitFor();
+    await shot(page, 'userpage-signin-1280');
+    await page.getByLabel('Your name (optional)').fill(EVIL_NAME);
+    await page.getByRole('button', { name: 'Sign in with local login' }).click();
+    await page.getByTestId('balance-credits').filter({ hasText: /\d/ }).waitFor();
+    assert.equal(await page.getByTestId('signed-in-as').innerText(), EVIL_NAME);
+    const storage = await page.evaluate(() => ({ session: Object.keys(sessionStorage), local: localStorage.length, cookie: document.cookie }));
+    assert.deepEqual(storage.session, ['citygate.user.acme']);
+    assert.equal(storage.local, 0);
+    assert.equal(storage.cookie, '');
+    const token = await page.evaluate(() => sessionStorage.getItem('citygate.user.acme')!);
+    const user = client(gw.url, token);
+    const before = await credits(page);
+    assert.equal(before, (await user.get('/v1/balance/me')).body.credits);
+
+    // Buy $10 with Stripe: the stub's hosted checkout, Pay (the signed webhook lands), back here.
+    await page.getByRole('button', { name: 'Pay with Stripe' }).click();
+    await page.waitForURL((u) => u.origin === new URL(stripe.origin).origin);
+    await page.locator('#pay').click();
+    await page.waitForURL((u) => u.pathname === '/u/acme/');
+    await page.getByTestId('payment-notice').waitFor();
+    assert.match(await page.getByTestId('payment-notice').innerText(), /went through/);
+    await until('the new balance on the page', async () => (await credits(page)) === before + 10_000_000, 10_000);
+    assert.equal(stripe.deliveries.length, 1);
+    assert.equal(stripe.deliveries[0].status, 200);
+    assert.equal(new URL(page.url()).search, '', 'the payment parameters are gone from the address bar');
+
+    // A key: the copy-once dialog, the clipboard holds what the dialog shows.
+    await page.getByText('New key…').click();
+    await page.getByLabel('Name').fill(EVIL_KEY);
+    await page.getByLabel('Models (optional)').fill('stub-model');
+    await page.getByLabel('Budget in credits (optional)').fill('20000');
+    await page.getByLabel('Budget period').selectOption('week');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const dialog = page.getByRole('dialog');
+    await dialog.waitFor();
+    const secret = await page.getByTestId('new-key-secret').inputValue();
+    assert.match(secret, /^cg_key_[a-z0-9]{12}_[A-Za-z0-9]{40}$/);
+    await shot(page, 'userpage-key-dialog-1280');
+    await dialog.getByRole('button', { name: 'Copy' }).click();
+    await dialog.getByRole('button', { name: 'Copied' }).waitFor();
+    assert.equal(await page.evaluate(() => navigator.clipboard.readText()), secret);
+    await dialog.getByRole('button', { name: 'I have copied it' }).click();
+    await dialog.waitFor({ state: 'hidden' });
+    assert.equal(await page.getByTestId('new-key-secret').count(), 0, 'the secret is gone once the dialog closes');
+    const item = page.getByTestId('key-list').locator('li').first();
+    assert.equal(await item.locator('.key-name').innerText(), EVIL_KEY);
+    assert.match(await item.innerText(), /0 \/ 20,000 per week/);
+    assert.ok(!(await page.content()).includes(secret), 'the secret is not on the page any more');
+
+    // A call with the key (an agent, outside the browser) shows in the usage list within 5 s.
+    const called = Date.now();
+    const res = await fetch(`${gw.url}/v1/ai/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'stub-model', messages: [{ role: 'user', content: 'hello from the key' }] }),
+    });
+    assert.equal(res.status, 200, await res.clone().text());
+    await res.json();
+    const row = page.getByTestId('usage-table').locator('tbody tr').first();
+    await row.filter({ hasText: 'stub-model' }).waitFor({ timeout: 5000 });
+    assert.ok(Date.now() - called <= 5000, `the call showed after ${Date.now() - called} ms`);
+    const text = await row.innerText();
+    assert.match(text, /stub-model/);
+    assert.ok(text.includes(EVIL_KEY), `the key's name in the row: ${text}`);
+    const rec = (await user.get('/v1/usage/me')).body.items[0];
+    assert.ok(rec.credits > 0);
+    assert.ok(text.includes(rec.credits.toLocaleString('en-US')), text);
+    await shot(page, 'userpage-account-1280');
+    await fits(page);
+
+    // Revoke, after a confirm: the key is refused.
+    await item.getByRole('button', { name: 'Revoke' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Revoke' }).click();
+    await item.locator('.badge').filter({ hasText: 'revoked' }).waitFor();
+    await until('the revoked key refused', async () => (await client(gw.url, secret).get('/v1/balance/me')).status === 401, 10_000);
+
+    assert.equal(await page.evaluate(() => (window as { __pwned?: number }).__pwned ?? 0), 0);
+    assert.ok(!page.url().includes(token));
+    await ctx.close();
+  });
+
+  test('at phone width (375 px): the same page, nothing wider than the screen', async () => {
+    const { ctx, page } = await open(PHONE);
+    await page.goto(`${gw.url}/u/dark/`);
+    await page.getByTestId('city-name').filter({ hasText: 'Dark city' }).waitFor();
+    // The accent colour reaches Pico's primary colour.
+    const bg = await page.getByRole('button', { name: 'Sign in with local login' }).evaluate((b) => getComputedStyle(b).backgroundColor);
+    assert.equal(bg, 'rgb(124, 58, 237)');
+    await fits(page);
+    await shot(page, 'userpage-signin-375');
+    await page.getByLabel('User id').fill('phone-user');
+    await page.getByRole('button', { name: 'Sign in with local login' }).click();
+    await page.getByTestId('balance-credits').filter({ hasText: /\d/ }).waitFor();
+    const token = await page.evaluate(() => sessionStorage.getItem('citygate.user.dark')!);
+    const made = await client(gw.url, token).post('/v1/accounts/keys/create', { name: 'a rather long key name for a phone screen', budget: { credits: 5000, window: 'day' } });
+    assert.equal(made.status, 200, made.text);
+    await fetch(`${gw.url}/v1/ai/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${made.body.secret}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'stub-model', messages: [{ role: 'user', content: 'hi' }] }),
+    }).then((r) => r.text());
+    await page.reload();
+    await page.getByTestId('key-list').waitFor();
+    await page.getByTestId('usage-table').locator('tbody tr').first().waitFor({ timeout: 5000 });
+    await fits(page);
+    await shot(page, 'userpage-account-375');
+    await ctx.close();
+  });
+
+  test('GitHub sign-in in this tab: back on the page signed in, no state or token left in the URL or history', async () => {
+    const { ctx, page } = await open(DESKTOP);
+    await page.goto(`${gw.url}/u/acme/`);
+    await page.getByRole('button', { name: 'Continue with GitHub' }).click();
+    await page.getByTestId('balance-credits').filter({ hasText: /\d/ }).waitFor();
+    assert.equal(await page.getByTestId('signed-in-as').innerText(), 'The Octocat');
+    assert.equal(new URL(page.url()).search, '');
+    const token = await page.evaluate(() => sessionStorage.getItem('citygate.user.acme')!);
+    assert.match(token, /^eyJ/);
+    // Back in history is the sign-in start, never a URL with the state.
+    const entries = await page.evaluate(() => history.length);
+    assert.ok(entries >= 1);
+    assert.ok(!page.url().includes('oauth_state'));
+    const me = await client(gw.url, token).get('/v1/accounts/me');
+    assert.equal(me.body.identities[0].provider, 'github');
+    // Sign out revokes the token.
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('button', { name: 'Continue with GitHub' }).waitFor();
+    await until('the token refused after sign-out', async () => (await client(gw.url, token).get('/v1/accounts/me')).status === 401, 10_000);
+    await ctx.close();
+  });
+
+  test('no request left the gateway, and no page error', () => {
+    assert.deepEqual(outside, []);
+    assert.deepEqual(pageErrors, []);
+  });
+});
