@@ -38,9 +38,10 @@ export function UserApp() {
 function Brand({ city }: { city: PageCity }) {
   // https only (checked by cities/update, and again here); the CSP allows that one origin.
   const logo = city.logo_url?.startsWith('https://') ? city.logo_url : null;
+  const [broken, setBroken] = useState(false);
   return (
     <div class="up-brand">
-      {logo && <img src={logo} alt="" referrerpolicy="no-referrer" width={36} height={36} />}
+      {logo && !broken && <img src={logo} alt="" referrerpolicy="no-referrer" width={36} height={36} onError={() => setBroken(true)} />}
       <strong data-testid="city-name">{city.name}</strong>
     </div>
   );

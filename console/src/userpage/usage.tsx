@@ -11,6 +11,9 @@ type Record_ = UsageRecord & { key_id?: string | null };
 
 const DAYS = 30;
 
+/** 11-28 14:05:09 (UTC): short enough for a phone's row. */
+const shortTime = (iso: string) => `${iso.slice(5, 10)} ${iso.slice(11, 19)}`;
+
 export function UsageSection({ keyNames }: { keyNames: Record<string, string> }) {
   const [cursor, setCursor] = useState<string | undefined>(undefined);
   const daily = useLoad(() => get<{ from: string; to: string; items: DailyRow[] }>('usage/me/daily', { days: DAYS }), []);
@@ -24,11 +27,9 @@ export function UsageSection({ keyNames }: { keyNames: Record<string, string> })
   const days: string[] = [];
   if (d) for (let t = Date.parse(`${d.from}T00:00:00Z`); t <= Date.parse(`${d.to}T00:00:00Z`); t += 86_400_000) days.push(new Date(t).toISOString().slice(0, 10));
   const credits: Record<string, number> = {};
-  const calls: Record<string, number> = {};
   let total = 0;
   for (const r of d?.items ?? []) {
     credits[r.day] = r.credits;
-    calls[r.day] = r.calls;
     total += r.credits;
   }
   return (
@@ -41,7 +42,7 @@ export function UsageSection({ keyNames }: { keyNames: Record<string, string> })
             Last {DAYS} days: <strong data-testid="usage-total">{num(total)}</strong> credits ({usd(total)}) over {num((d.items ?? []).reduce((s, r) => s + r.calls, 0))} calls.
           </p>
           <div class="chart-box">
-            <DayChart title="Credits per day" days={days} series={[{ label: 'credits', values: credits }, { label: 'calls', values: calls }]} height={200} />
+            <DayChart title="Credits per day (UTC)" days={days} series={[{ label: 'credits', values: credits }]} height={200} />
           </div>
         </>
       )}
@@ -53,28 +54,33 @@ export function UsageSection({ keyNames }: { keyNames: Record<string, string> })
           <table class="usage-table" data-testid="usage-table">
             <thead>
               <tr>
-                <th>Time</th>
+                <th>Time (UTC)</th>
                 <th>Model</th>
                 <th>Key</th>
                 <th class="num">Tokens in / out</th>
-                <th class="num">Cost</th>
+                <th class="num">Cost (credits)</th>
                 <th>Status</th>
               </tr>
             </thead>
             <tbody>
               {records.data.items.map((r) => (
                 <tr key={r.usage_id} data-usage={r.usage_id}>
-                  <td class="nowrap">{when(r.created_at)}</td>
-                  <td class="model">{r.model}</td>
-                  <td class="key-name">{r.key_id ? (keyNames[r.key_id] ?? r.key_id) : <span class="muted">sign-in token</span>}</td>
-                  <td class="num">
+                  <td class="nowrap" data-label="Time" title={when(r.created_at)}>
+                    {shortTime(r.created_at)}
+                  </td>
+                  <td class="model" data-label="Model">{r.model}</td>
+                  <td class="key-name" data-label="Key">{r.key_id ? (keyNames[r.key_id] ?? r.key_id) : <span class="muted">sign-in token</span>}</td>
+                  <td class="num" data-label="Tokens in / out">
                     {num(r.input_tokens)} / {num(r.output_tokens)}
                   </td>
-                  <td class="num" title={usd(r.credits)}>
+                  <td class="num" data-label="Cost (credits)" title={usd(r.credits)}>
                     {num(r.credits)}
                   </td>
-                  <td>
-                    <Badge status={r.status} />
+                  <td data-label="Status">
+                    <span>
+                      <Badge status={r.status} />
+                      {r.error_code && <small class="muted"> {r.error_code}</small>}
+                    </span>
                   </td>
                 </tr>
               ))}
