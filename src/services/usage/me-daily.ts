@@ -21,7 +21,8 @@ export const meDailyAction = action({
   handler: async ({ gateway, identity, input }) => {
     const { cityId, userId } = identity as Extract<Identity, { kind: 'user' }>;
     const start = (Math.floor(Date.now() / DAY_MS) - input.days + 1) * DAY_MS;
-    const dayNo = sql<number>`(created_at / ${DAY_MS})`;
+    // inlined, so both dialects divide integers (a bound number may arrive as a double)
+    const dayNo = sql<number>`CAST(created_at / ${sql.lit(DAY_MS)} AS INTEGER)`;
     const rows = await gateway.db.kysely
       .selectFrom('usage')
       .select([
