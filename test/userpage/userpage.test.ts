@@ -111,6 +111,28 @@ browserSuite("the users' page in chromium", () => {
 
   const credits = async (page: Page) => Number((await page.getByTestId('balance-credits').innerText()).replace(/[^0-9-]/g, ''));
 
+  test("the admin brands a city in the console (Cities → Users' page…): the API's refusal shown, then saved", async () => {
+    const { ctx, page } = await open(DESKTOP);
+    await page.goto(`${gw.url}/console`);
+    await page.getByLabel('Admin key or bureau token').fill(gw.adminKey);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.goto(`${gw.url}/console/#/cities`);
+    const row = page.locator('tr[data-city="acme"]');
+    await row.getByRole('button', { name: "Users' page…" }).click();
+    const form = page.getByRole('form', { name: "Users' page of acme" });
+    await form.getByLabel('Logo URL (https)').fill('http://cdn.example.com/logo.png');
+    await form.getByRole('button', { name: 'Save the page' }).click();
+    await form.getByRole('alert').filter({ hasText: 'https://' }).waitFor();
+    await form.getByLabel('Logo URL (https)').fill('');
+    await form.getByLabel('Accent colour', { exact: true }).fill('#0f766e');
+    await form.getByRole('button', { name: 'Save the page' }).click();
+    await form.getByRole('status').filter({ hasText: 'Saved' }).waitFor();
+    assert.equal(await form.getByRole('link', { name: '/u/acme/' }).getAttribute('href'), '/u/acme/');
+    const p = (await client(gw.url).get('/v1/cities/page?city_id=acme')).body;
+    assert.deepEqual([p.logo_url, p.accent_color], [null, '#0f766e']);
+    await ctx.close();
+  });
+
   test('a user signs in (local login), buys credits through Stripe, makes a key, copies it, and sees its call within 5 s', async () => {
     const { ctx, page } = await open(DESKTOP);
     await page.goto(`${gw.url}/u/acme/`);
