@@ -95,12 +95,13 @@ browserSuite("the users' page in chromium", () => {
     return { ctx, page };
   }
 
-  async function shot(page: Page, name: string) {
+  /** A full-page shot from the top; a modal is shot as the screen shows it (its backdrop covers the viewport only). */
+  async function shot(page: Page, name: string, fullPage = true) {
     mkdirSync(SHOTS, { recursive: true });
     await page.waitForLoadState('networkidle');
     await page.locator('[aria-busy="true"]').first().waitFor({ state: 'detached', timeout: 10_000 }).catch(() => {});
-    await page.evaluate(() => window.scrollTo(0, 0));
-    await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+    if (fullPage) await page.evaluate(() => window.scrollTo(0, 0));
+    await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage });
   }
 
   /** No sideways scrolling: the page fits its viewport. */
@@ -175,9 +176,9 @@ browserSuite("the users' page in chromium", () => {
     await dialog.waitFor();
     const secret = await page.getByTestId('new-key-secret').inputValue();
     assert.match(secret, /^cg_key_[a-z0-9]{12}_[A-Za-z0-9]{40}$/);
-    await shot(page, 'userpage-key-dialog-1280');
-    await dialog.getByRole('button', { name: 'Copy' }).click();
-    await dialog.getByRole('button', { name: 'Copied' }).waitFor();
+    await shot(page, 'userpage-key-dialog-1280', false);
+    await dialog.getByRole('button', { name: 'Copy', exact: true }).click();
+    await dialog.getByRole('button', { name: 'Copied', exact: true }).waitFor();
     assert.equal(await page.evaluate(() => navigator.clipboard.readText()), secret);
     await dialog.getByRole('button', { name: 'I have copied it' }).click();
     await dialog.waitFor({ state: 'hidden' });
@@ -205,6 +206,8 @@ browserSuite("the users' page in chromium", () => {
     const rec = (await user.get('/v1/usage/me')).body.items[0];
     assert.ok(rec.credits > 0);
     assert.ok(text.includes(rec.credits.toLocaleString('en-US')), text);
+    // The key's spend against its budget follows (the list is read again every 5 s).
+    await item.getByText(`${rec.credits.toLocaleString('en-US')} / 20,000 per week`).waitFor({ timeout: 10_000 });
     await shot(page, 'userpage-account-1280');
     await fits(page);
 
@@ -236,7 +239,8 @@ browserSuite("the users' page in chromium", () => {
     await page.getByRole('button', { name: 'Sign in with local login' }).click();
     await page.getByTestId('balance-credits').filter({ hasText: /\d/ }).waitFor();
     const token = await page.evaluate(() => sessionStorage.getItem('citygate.user.dark')!);
-    const made = await client(gw.url, token).post('/v1/accounts/keys/create', { name: 'a rather long key name for a phone screen', budget: { credits: 5000, window: 'day' } });
+    await admin.post('/v1/balance/adjust', { city_id: 'dark', user_id: 'phone-user', credits: 2_000_000, reason: 'test grant', idempotency_key: 'phone-grant' });
+    const made = await client(gw.url, token).post('/v1/accounts/keys/create', { name: 'a rather long key name for a phone screen', budget: { credits: 500_000, window: 'day' } });
     assert.equal(made.status, 200, made.text);
     await fetch(`${gw.url}/v1/ai/chat/completions`, {
       method: 'POST',
@@ -245,7 +249,7 @@ browserSuite("the users' page in chromium", () => {
     }).then((r) => r.text());
     await page.reload();
     await page.getByTestId('key-list').waitFor();
-    await page.getByTestId('usage-table').locator('tbody tr').first().waitFor({ timeout: 5000 });
+    await page.getByTestId('usage-table').locator('tbody tr').first().filter({ hasText: 'ok' }).waitFor({ timeout: 5000 });
     await fits(page);
     await shot(page, 'userpage-account-375');
     await ctx.close();

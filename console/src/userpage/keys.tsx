@@ -4,7 +4,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { post } from '../api.ts';
 import { Badge, ConfirmButton, CopyButton, Empty, ErrorBox, num, Show, useAction, when, type Loaded } from '../ui.tsx';
-import type { KeyView } from './hooks.ts';
+import { usePoll, type KeyView } from './hooks.ts';
 
 const WINDOWS: Record<string, string> = { '': 'in total', day: 'per day', week: 'per week', '30d': 'per 30 days' };
 
@@ -19,6 +19,9 @@ const EMPTY: Form = { name: '', models: '', credits: '', window: 'week', expires
 
 export function KeysSection({ keys }: { keys: Loaded<{ items: KeyView[] }> }) {
   const [f, setF] = useState<Form>(EMPTY);
+  const details = useRef<HTMLDetailsElement>(null);
+  // spend and last use move as the keys are used
+  usePoll(keys.reload, 5000);
   const [secret, setSecret] = useState<{ name: string; value: string } | null>(null);
   const act = useAction();
   const invalid = (k: string) => (act.error && (act.error as { param?: string }).param?.split('.')[0] === k ? true : undefined);
@@ -33,6 +36,7 @@ export function KeysSection({ keys }: { keys: Loaded<{ items: KeyView[] }> }) {
       const r = await post<{ key: KeyView; secret: string }>('accounts/keys/create', body);
       setSecret({ name: r.key.name, value: r.secret });
       setF(EMPTY);
+      if (details.current) details.current.open = false;
       keys.reload();
     });
 
@@ -40,7 +44,7 @@ export function KeysSection({ keys }: { keys: Loaded<{ items: KeyView[] }> }) {
     <section class="panel" aria-labelledby="keys-h">
       <h2 id="keys-h">API keys</h2>
       <p class="muted">A key acts as you on the API (OpenAI, Anthropic and Google clients, Claude Code, Codex, Cursor), within the limits you give it. Paste it once into your tool.</p>
-      <details class="new-key">
+      <details class="new-key" ref={details}>
         <summary role="button" class="secondary outline">New key…</summary>
         <form
           onSubmit={(e) => {
@@ -101,9 +105,12 @@ function SecretDialog({ name, value, onClose }: { name: string; value: string; o
         <h3 id="secret-h">Your new key “{name}”</h3>
         <p>Copy it now: this is the only time it is shown. citygate keeps no readable copy.</p>
         <div class="secret-row">
-          <input readOnly aria-label="The new key" data-testid="new-key-secret" value={value} onFocus={(e) => e.currentTarget.select()} />
+          <textarea readOnly rows={2} aria-label="The new key" data-testid="new-key-secret" value={value} onFocus={(e) => e.currentTarget.select()} />
           <CopyButton text={value} />
         </div>
+        <p class="muted base-url">
+          Base URL for OpenAI and Anthropic clients (Claude Code's <code>ANTHROPIC_BASE_URL</code>, Codex, Cursor): <code>{`${location.origin}/v1/ai`}</code>
+        </p>
         <footer>
           <button type="button" onClick={() => dialog.current?.close()}>
             I have copied it

@@ -10,6 +10,7 @@ import { usePoll, type DailyRow } from './hooks.ts';
 type Record_ = UsageRecord & { key_id?: string | null };
 
 const DAYS = 30;
+const plural = (n: number, what: string) => `${num(n)} ${what}${n === 1 ? '' : 's'}`;
 
 /** 11-28 14:05:09 (UTC): short enough for a phone's row. */
 const shortTime = (iso: string) => `${iso.slice(5, 10)} ${iso.slice(11, 19)}`;
@@ -39,7 +40,7 @@ export function UsageSection({ keyNames }: { keyNames: Record<string, string> })
       {d && (
         <>
           <p class="muted">
-            Last {DAYS} days: <strong data-testid="usage-total">{num(total)}</strong> credits ({usd(total)}) over {num((d.items ?? []).reduce((s, r) => s + r.calls, 0))} calls.
+            Last {DAYS} days: <strong data-testid="usage-total">{num(total)}</strong> credits ({usd(total)}) over {plural(d.items.reduce((s, r) => s + r.calls, 0), 'call')}.
           </p>
           <div class="chart-box">
             <DayChart title="Credits per day (UTC)" days={days} series={[{ label: 'credits', values: credits }]} height={200} />
