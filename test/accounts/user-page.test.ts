@@ -86,7 +86,7 @@ test('branding is validated: an https logo and a hex colour only; the CSP allows
     [{ accent_color: '#12345' }, 'user_page.accent_color'],
     [{ accent_color: 'url(javascript:x)' }, 'user_page.accent_color'],
     [{ enabled: 'no' }, 'user_page.enabled'],
-    [{ colour: '#fff' }, 'user_page'],
+    [{ colour: '#fff' }, 'user_page.colour'],
   ] as const) {
     const r = await admin.post('/v1/cities/update', { city_id: 'dark', user_page });
     assert.equal(r.status, 400, `${JSON.stringify(user_page)}: ${r.text}`);
@@ -183,6 +183,19 @@ test("usage/me/daily: the user's own calls and credits per UTC day; nobody else'
   );
   assert.ok(d.body.items[0].credits > 0);
   assert.deepEqual((await bob.get('/v1/usage/me/daily')).body.items, []);
+  // One key's calls only (the page's key filter).
+  const made = await ann.post('/v1/accounts/keys/create', { name: 'daily key' });
+  assert.equal(made.status, 200, made.text);
+  const byKey = client(gw.url, made.body.secret);
+  assert.equal((await byKey.post('/v1/ai/chat/completions', { model: 'stub-model', messages: [{ role: 'user', content: 'with the key' }] })).status, 200);
+  await until('the key call recorded', async () => (await ann.get('/v1/usage/me')).body.items.length === 4, 10_000);
+  for (const key_id of [made.body.key.id, made.body.key.prefix]) {
+    const k = await ann.get(`/v1/usage/me/daily?key_id=${key_id}`);
+    assert.equal(k.status, 200, k.text);
+    assert.equal(k.body.items[0].calls, 1);
+  }
+  assert.equal((await ann.get('/v1/usage/me/daily')).body.items[0].calls, 4);
+  assert.equal(errorOf(await ann.get('/v1/usage/me/daily?key_id=nope')).param, 'key_id');
   for (const days of ['0', '91', 'x']) {
     const bad = await ann.get(`/v1/usage/me/daily?days=${days}`);
     assert.equal(bad.status, 400, days);

@@ -208,6 +208,9 @@ browserSuite("the users' page in chromium", () => {
     assert.ok(text.includes(rec.credits.toLocaleString('en-US')), text);
     // The key's spend against its budget follows (the list is read again every 5 s).
     await item.getByText(`${rec.credits.toLocaleString('en-US')} / 20,000 per week`).waitFor({ timeout: 10_000 });
+    // The usage filtered to that key: its call stays; the sign-in token's calls (none here) would go.
+    await page.getByLabel('Calls made with').selectOption({ label: `Key: ${EVIL_KEY}` });
+    await page.getByTestId('usage-table').locator('tbody tr').filter({ hasText: 'stub-model' }).first().waitFor();
     await shot(page, 'userpage-account-1280');
     await fits(page);
 

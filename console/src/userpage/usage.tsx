@@ -17,12 +17,14 @@ const shortTime = (iso: string) => `${iso.slice(5, 10)} ${iso.slice(11, 19)}`;
 
 export function UsageSection({ keyNames }: { keyNames: Record<string, string> }) {
   const [cursor, setCursor] = useState<string | undefined>(undefined);
-  const daily = useLoad(() => get<{ from: string; to: string; items: DailyRow[] }>('usage/me/daily', { days: DAYS }), []);
-  const records = useLoad(() => get<Page<Record_>>('usage/me', { limit: 25, cursor }), [cursor]);
+  const [key, setKey] = useState('');
+  const daily = useLoad(() => get<{ from: string; to: string; items: DailyRow[] }>('usage/me/daily', { days: DAYS, key_id: key }), [key]);
+  const records = useLoad(() => get<Page<Record_>>('usage/me', { limit: 25, cursor, key_id: key }), [cursor, key]);
   usePoll(() => {
     daily.reload();
     if (!cursor) records.reload();
-  }, 3000, [cursor]);
+  }, 3000, [cursor, key]);
+  const keyIds = Object.keys(keyNames);
 
   const d = daily.data;
   const days: string[] = [];
@@ -35,7 +37,26 @@ export function UsageSection({ keyNames }: { keyNames: Record<string, string> })
   }
   return (
     <section class="panel" aria-labelledby="usage-h">
-      <h2 id="usage-h">Usage</h2>
+      <header class="panel-head">
+        <h2 id="usage-h">Usage</h2>
+        {keyIds.length > 0 && (
+          <select
+            aria-label="Calls made with"
+            value={key}
+            onChange={(e) => {
+              setKey(e.currentTarget.value);
+              setCursor(undefined);
+            }}
+          >
+            <option value="">All calls</option>
+            {keyIds.map((id) => (
+              <option key={id} value={id}>
+                Key: {keyNames[id]}
+              </option>
+            ))}
+          </select>
+        )}
+      </header>
       <ErrorBox error={daily.error} />
       {d && (
         <>

@@ -8,11 +8,22 @@ import { action } from '../../kernel/service.ts';
 
 const DAY_MS = 86_400_000;
 
+/** A key's id, or its prefix cg_key_<id> (as usage/me takes it). */
+const keyId = z
+  .string()
+  .trim()
+  .regex(/^(cg_key_)?[a-z0-9]{12}$/, 'a key id (12 of a-z, 0-9)')
+  .transform((s) => s.replace(/^cg_key_/, ''));
+
 export const meDailyAction = action({
   method: 'GET',
   auth: ['user'],
   summary: 'The calling user’s calls, tokens and credits per UTC day, oldest first (days with no calls left out)',
-  input: z.object({ city_id: z.string().optional(), days: z.coerce.number().int().min(1).max(90).default(30).describe('this many UTC days up to today') }),
+  input: z.object({
+    city_id: z.string().optional(),
+    days: z.coerce.number().int().min(1).max(90).default(30).describe('this many UTC days up to today'),
+    key_id: keyId.optional().describe('only calls made with this API key'),
+  }),
   output: z.object({
     from: z.string(),
     to: z.string(),
@@ -23,8 +34,9 @@ export const meDailyAction = action({
     const start = (Math.floor(Date.now() / DAY_MS) - input.days + 1) * DAY_MS;
     // inlined, so both dialects divide integers (a bound number may arrive as a double)
     const dayNo = sql<number>`CAST(created_at / ${sql.lit(DAY_MS)} AS INTEGER)`;
-    const rows = await gateway.db.kysely
-      .selectFrom('usage')
+    let q = gateway.db.kysely.selectFrom('usage').where('city_id', '=', cityId).where('user_id', '=', userId).where('created_at', '>=', start);
+    if (input.key_id) q = q.where('key_id', '=', input.key_id);
+    const rows = await q
       .select([
         dayNo.as('d'),
         sql<number>`count(*)`.as('calls'),
@@ -33,9 +45,6 @@ export const meDailyAction = action({
         sql<number>`sum(output_tokens)`.as('output_tokens'),
         sql<number>`sum(credits)`.as('credits'),
       ])
-      .where('city_id', '=', cityId)
-      .where('user_id', '=', userId)
-      .where('created_at', '>=', start)
       .groupBy(dayNo)
       .orderBy(dayNo)
       .execute();
