@@ -13,6 +13,7 @@ import { startGateway, type TestGateway } from '../helpers/gateway.ts';
 import { client } from '../helpers/http.ts';
 import { until } from '../helpers/wait.ts';
 import { startGitHubStub, type GitHubStub } from '../stubs/github.ts';
+import { startGoogleStub, type GoogleStub } from '../stubs/google.ts';
 import { startOpenAIStub, type OpenAIStub } from '../stubs/openai.ts';
 import { startStripeStub, type StripeStub } from '../stubs/stripe.ts';
 import { SHOTS } from '../console/pages.ts';
@@ -32,6 +33,7 @@ browserSuite("the users' page in chromium", () => {
   let stub: OpenAIStub;
   let stripe: StripeStub;
   let gh: GitHubStub;
+  let gg: GoogleStub;
   let gw: TestGateway;
   let browser: Browser;
   let admin: ReturnType<typeof client>;
@@ -40,7 +42,7 @@ browserSuite("the users' page in chromium", () => {
   let allowedNav: Set<string>;
 
   before(async () => {
-    [stub, stripe, gh] = await Promise.all([startOpenAIStub(), startStripeStub({ webhookSecret: WHSEC }), startGitHubStub()]);
+    [stub, stripe, gh, gg] = await Promise.all([startOpenAIStub(), startStripeStub({ webhookSecret: WHSEC }), startGitHubStub(), startGoogleStub()]);
     gw = await startGateway({
       env: {
         TEXTPROVIDER_API_KEY: 'sk-stub',
@@ -56,23 +58,29 @@ browserSuite("the users' page in chromium", () => {
         OAUTH_A_AUTHORIZE_URL: gh.authorizeUrl,
         OAUTH_A_TOKEN_URL: gh.tokenUrl,
         OAUTH_A_API_URL: gh.apiBase,
+        OAUTH_B_CLIENT_ID: gg.clientId,
+        OAUTH_B_CLIENT_SECRET: gg.clientSecret,
+        OAUTH_B_AUTHORIZE_URL: gg.authorizeUrl,
+        OAUTH_B_TOKEN_URL: gg.tokenUrl,
+        OAUTH_B_USERINFO_URL: gg.userinfoUrl,
       },
     });
     stripe.setWebhook(`${gw.url}/v1/payment/webhook/a`);
     gh.setRedirectUri(`${gw.url}/v1/accounts/oauth/callback`);
+    gg.setRedirectUri(`${gw.url}/v1/accounts/oauth/callback`);
     admin = client(gw.url, gw.adminKey);
     for (const [city_id, name] of [['acme', 'Acme AI'], ['dark', 'Dark city']]) {
       assert.equal((await admin.post('/v1/cities/create', { city_id, name })).status, 200);
     }
     const branded = await admin.post('/v1/cities/update', { city_id: 'dark', user_page: { logo_url: LOGO_URL, accent_color: '#7c3aed' } });
     assert.equal(branded.status, 200, branded.text);
-    allowedNav = new Set([new URL(stripe.origin).origin, new URL(gh.authorizeUrl).origin]);
+    allowedNav = new Set([new URL(stripe.origin).origin, new URL(gh.authorizeUrl).origin, new URL(gg.authorizeUrl).origin]);
     browser = await launchChromium();
   });
   after(async () => {
     await browser?.close();
     await gw?.stop();
-    await Promise.all([stub?.close(), stripe?.close(), gh?.close()]);
+    await Promise.all([stub?.close(), stripe?.close(), gh?.close(), gg?.close()]);
   });
 
   async function open(viewport = DESKTOP): Promise<{ ctx: BrowserContext; page: Page }> {
@@ -277,6 +285,19 @@ browserSuite("the users' page in chromium", () => {
     await page.getByRole('button', { name: 'Sign out' }).click();
     await page.getByRole('button', { name: 'Continue with GitHub' }).waitFor();
     await until('the token refused after sign-out', async () => (await client(gw.url, token).get('/v1/accounts/me')).status === 401, 10_000);
+    await ctx.close();
+  });
+
+  test('Google sign-in at phone width: the same flow, back signed in as the Google account', async () => {
+    const { ctx, page } = await open(PHONE);
+    await page.goto(`${gw.url}/u/dark/`);
+    await page.getByRole('button', { name: 'Continue with Google' }).click();
+    await page.getByTestId('balance-credits').filter({ hasText: /\d/ }).waitFor();
+    assert.equal(new URL(page.url()).search, '');
+    const token = await page.evaluate(() => sessionStorage.getItem('citygate.user.dark')!);
+    const me = (await client(gw.url, token).get('/v1/accounts/me')).body;
+    assert.deepEqual([me.city_id, me.name, me.identities[0].provider], ['dark', 'Ada Lovelace', 'google']);
+    await fits(page);
     await ctx.close();
   });
 
