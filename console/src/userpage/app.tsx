@@ -5,7 +5,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { ApiError, get, post, session, setSessionSlot, setUnauthorizedHandler } from '../api.ts';
 import { ErrorBox, Loading, useLoad } from '../ui.tsx';
 import { BalanceSection } from './balance.tsx';
-import { cityIdFromPath, SignedContext, takeReturnParams, textOn, type KeyView, type PageCity } from './hooks.ts';
+import { cityIdFromPath, takeReturnParams, textOn, type KeyView, type PageCity } from './hooks.ts';
 import { KeysSection } from './keys.tsx';
 import { SignIn, type Issued } from './signin.tsx';
 import { UsageSection } from './usage.tsx';
@@ -18,8 +18,13 @@ const back = takeReturnParams(['oauth_state', 'oauth_status', 'oauth_error', 'pa
 interface Me { user_id: string; name: string | null; email: string | null }
 
 export function UserApp() {
-  if (!cityId) return <main class="container"><ErrorBox error={new Error('This address names no city: the users’ page is at /u/<city_id>/.')} /></main>;
-  const city = useLoad(() => get<PageCity>('cities/page', { city_id: cityId }, ''), []);
+  if (!cityId) return <main class="container up-main"><ErrorBox error={new Error('This address names no city: the users’ page is at /u/<city_id>/.')} /></main>;
+  return <CityPage cityId={cityId} />;
+}
+
+/** The city's name and branding (cities/page, no credential), then the page. */
+function CityPage({ cityId }: { cityId: string }) {
+  const city = useLoad(() => get<PageCity>('cities/page', { city_id: cityId }, ''), [cityId]);
   const c = city.data;
   useEffect(() => {
     if (!c) return;
@@ -32,7 +37,7 @@ export function UserApp() {
   }, [c]);
   if (city.error) return <main class="container up-main"><ErrorBox error={city.error} /></main>;
   if (!c) return <main class="container up-main"><Loading /></main>;
-  return <Signed city={c} />;
+  return <Account city={c} />;
 }
 
 function Brand({ city }: { city: PageCity }) {
@@ -47,7 +52,7 @@ function Brand({ city }: { city: PageCity }) {
   );
 }
 
-function Signed({ city }: { city: PageCity }) {
+function Account({ city }: { city: PageCity }) {
   const [token, setToken] = useState<string | null>(session.key());
   const [me, setMe] = useState<Me | null>(null);
   const [notice, setNotice] = useState<unknown>(null);
@@ -95,22 +100,20 @@ function Signed({ city }: { city: PageCity }) {
   }
   if (!me) return <Frame city={city}><ErrorBox error={notice} />{!notice && <Loading what="Signing in" />}</Frame>;
   return (
-    <SignedContext.Provider value={{ city, userId: me.user_id }}>
-      <Frame
-        city={city}
-        user={
-          <div class="up-user">
-            <small data-testid="signed-in-as">{me.name ?? me.email ?? me.user_id}</small>
-            <button type="button" class="secondary outline small" onClick={() => post('accounts/logout').catch(() => {}).finally(() => signOut())}>
-              Sign out
-            </button>
-          </div>
-        }
-      >
-        <PaymentNotice />
-        <Account />
-      </Frame>
-    </SignedContext.Provider>
+    <Frame
+      city={city}
+      user={
+        <div class="up-user">
+          <small data-testid="signed-in-as">{me.name ?? me.email ?? me.user_id}</small>
+          <button type="button" class="secondary outline small" onClick={() => post('accounts/logout').catch(() => {}).finally(() => signOut())}>
+            Sign out
+          </button>
+        </div>
+      }
+    >
+      <PaymentNotice />
+      <Sections />
+    </Frame>
   );
 }
 
@@ -147,13 +150,13 @@ function PaymentNotice() {
   );
 }
 
-function Account() {
+function Sections() {
   const keys = useLoad(() => post<{ items: KeyView[] }>('accounts/keys/list', {}), []);
   const keyNames: Record<string, string> = {};
   for (const k of keys.data?.items ?? []) keyNames[k.id] = k.name;
   return (
     <>
-      <BalanceSection refresh={0} />
+      <BalanceSection />
       <UsageSection keyNames={keyNames} />
       <KeysSection keys={keys} />
     </>

@@ -7,8 +7,8 @@ import { usePoll, type Balance, type PayMethod } from './hooks.ts';
 
 const AMOUNTS = [5, 10, 25, 50];
 
-export function BalanceSection({ refresh }: { refresh: number }) {
-  const balance = useLoad(() => get<Balance>('balance/me'), [refresh]);
+export function BalanceSection() {
+  const balance = useLoad(() => get<Balance>('balance/me'), []);
   usePoll(balance.reload, 5000);
   const b = balance.data;
   return (

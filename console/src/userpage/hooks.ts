@@ -1,8 +1,7 @@
 // What the users' page's sections share: the city (from the path /u/<city_id>/ and
-// cities/page), the signed-in user, the API shapes they read, and a poll while the tab shows.
-// Sections import this module, never one another.
-import { createContext } from 'preact';
-import { useContext, useEffect } from 'preact/hooks';
+// cities/page), the API shapes they read, a poll while the tab shows, and reading what the
+// gateway sent the browser back with. Sections import this module, never one another.
+import { useEffect } from 'preact/hooks';
 
 export interface PageCity {
   city_id: string;
@@ -11,14 +10,6 @@ export interface PageCity {
   logo_url: string | null;
   accent_color: string | null;
 }
-
-export interface Signed {
-  city: PageCity;
-  userId: string;
-}
-
-export const SignedContext = createContext<Signed | null>(null);
-export const useSigned = (): Signed => useContext(SignedContext)!;
 
 /** The city id of this page, from /u/<city_id>/ (null anywhere else). */
 export function cityIdFromPath(path = location.pathname): string | null {
