@@ -172,6 +172,8 @@ browserSuite("the users' page in chromium", () => {
     assert.equal(stripe.deliveries.length, 1);
     assert.equal(stripe.deliveries[0].status, 200);
     assert.equal(new URL(page.url()).search, '', 'the payment parameters are gone from the address bar');
+    await page.getByText('Your last payments').click();
+    assert.match(await page.locator('.payments li').first().innerText(), /paid\s+10,000,000 credits · \$10\.00 · stripe/);
 
     // A key: the copy-once dialog, the clipboard holds what the dialog shows.
     await page.getByText('New key…').click();

@@ -2,7 +2,7 @@
 // provider's checkout in this tab; the gateway sends the buyer back with ?payment_status=.
 import { useState } from 'preact/hooks';
 import { get, post } from '../api.ts';
-import { ErrorBox, num, useAction, useLoad, usd, when } from '../ui.tsx';
+import { Badge, ErrorBox, num, useAction, useLoad, usd, when } from '../ui.tsx';
 import { usePoll, type Balance, type PayMethod } from './hooks.ts';
 
 const AMOUNTS = [5, 10, 25, 50];
@@ -33,7 +33,41 @@ export function BalanceSection() {
         )}
       </div>
       <BuyCredits />
+      <Payments />
     </section>
+  );
+}
+
+/** Minor units (cents, yen) in the currency's own format. */
+function money(minor: number, currency: string): string {
+  try {
+    const f = new Intl.NumberFormat('en-US', { style: 'currency', currency: currency.toUpperCase() });
+    return f.format(minor / 10 ** (f.resolvedOptions().maximumFractionDigits ?? 2));
+  } catch {
+    return `${minor} ${currency}`;
+  }
+}
+
+interface Payment { payment_id: string; provider: string; status: string; credits: number; credited: number | null; amount: number; currency: string; created_at: string }
+
+/** The user's last top-ups (payments/me), so a pending one is seen until its provider confirms it. */
+function Payments() {
+  const list = useLoad(() => get<{ items: Payment[] }>('payment/payments/me', { limit: 5 }), []);
+  usePoll(list.reload, 5000);
+  const items = list.data?.items ?? [];
+  if (!items.length) return null;
+  return (
+    <details class="payments">
+      <summary>Your last payments</summary>
+      <ul>
+        {items.map((p) => (
+          <li key={p.payment_id} data-payment={p.payment_id}>
+            <span class="nowrap">{when(p.created_at)}</span> <Badge status={p.status} /> {num(p.credited ?? p.credits)} credits ·{' '}
+            {money(p.amount, p.currency)} · {p.provider}
+          </li>
+        ))}
+      </ul>
+    </details>
   );
 }
 
