@@ -259,30 +259,33 @@ export class UserKeys {
 
   /** Reads the keys changed since the last poll (one small indexed SELECT) and replaces their entries. */
   poll(): Promise<void> {
-    this.#polling ??= (async () => {
-      try {
-        const started = Date.now();
-        if (this.#cursor !== 0 && this.#byId.size > 0) {
-          const rows = await this.db.kysely
-            .selectFrom('user_keys')
-            .select(COLUMNS)
-            .where('updated_at', '>=', this.#cursor - OVERLAP_MS)
-            .execute();
-          for (const r of rows) {
-            const old = this.#byId.get(r.key_id);
-            if (old === undefined) continue; // never asked for here
-            if (old && old.updatedAt === Number(r.updated_at)) continue; // known already (the overlap reads it again)
-            this.#drop(r.key_id);
-            this.#byId.set(r.key_id, entryOf(r));
-          }
-        }
-        this.#cursor = started;
-        this.#polledAt = started;
-      } finally {
-        this.#polling = null;
+    if (this.#polling) return this.#polling;
+    // cleared in a later microtask, after it is set (#poll may finish without awaiting)
+    const p: Promise<void> = this.#poll().finally(() => {
+      if (this.#polling === p) this.#polling = null;
+    });
+    this.#polling = p;
+    return p;
+  }
+
+  async #poll(): Promise<void> {
+    const started = Date.now();
+    if (this.#cursor !== 0 && this.#byId.size > 0) {
+      const rows = await this.db.kysely
+        .selectFrom('user_keys')
+        .select(COLUMNS)
+        .where('updated_at', '>=', this.#cursor - OVERLAP_MS)
+        .execute();
+      for (const r of rows) {
+        const old = this.#byId.get(r.key_id);
+        if (old === undefined) continue; // never asked for here
+        if (old && old.updatedAt === Number(r.updated_at)) continue; // known already (the overlap reads it again)
+        this.#drop(r.key_id);
+        this.#byId.set(r.key_id, entryOf(r));
       }
-    })();
-    return this.#polling;
+    }
+    this.#cursor = started;
+    this.#polledAt = started;
   }
 
   /** This process changed a key (revoke, update, create): forget it here, and tell the others at once where the database can. */
