@@ -7,8 +7,6 @@ import { DayChart } from '../chart.tsx';
 import { Badge, Empty, ErrorBox, num, useLoad, usd, when } from '../ui.tsx';
 import { usePoll, type DailyRow } from './hooks.ts';
 
-type Record_ = UsageRecord & { key_id?: string | null };
-
 const DAYS = 30;
 const plural = (n: number, what: string) => `${num(n)} ${what}${n === 1 ? '' : 's'}`;
 
@@ -19,7 +17,7 @@ export function UsageSection({ keyNames }: { keyNames: Record<string, string> })
   const [cursor, setCursor] = useState<string | undefined>(undefined);
   const [key, setKey] = useState('');
   const daily = useLoad(() => get<{ from: string; to: string; items: DailyRow[] }>('usage/me/daily', { days: DAYS, key_id: key }), [key]);
-  const records = useLoad(() => get<Page<Record_>>('usage/me', { limit: 25, cursor, key_id: key }), [cursor, key]);
+  const records = useLoad(() => get<Page<UsageRecord>>('usage/me', { limit: 25, cursor, key_id: key }), [cursor, key]);
   usePoll(() => {
     daily.reload();
     if (!cursor) records.reload();
