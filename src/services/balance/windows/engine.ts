@@ -42,8 +42,9 @@ interface ScopeState {
   /** The slice of the current minute, if any; older slices wait in `#old` for their calls. */
   current: Slice | null;
   taking: Promise<TakeRead & { windows: readonly WindowSpec[]; minute: number }> | null;
-  /** What the windows had left at the last take (sizes the next slice). */
+  /** What the windows had left at the last take (sizes the next slice), and the tightest one's name. */
   left: number | null;
+  tightest: string;
 }
 
 type SliceHold = WindowHold & { [k: symbol]: Slice | undefined };
@@ -92,7 +93,7 @@ export class WindowEngine implements RollingWindows {
       if (s && free(s) >= credits) {
         s.held += credits;
         s.lastUse = Date.now();
-        const hold: SliceHold = { scope, credits };
+        const hold: SliceHold = { scope, credits, remaining: Math.max(0, (st.left ?? 0) + free(s)), window: st.tightest };
         hold[this.#key] = s;
         return hold;
       }
@@ -103,7 +104,8 @@ export class WindowEngine implements RollingWindows {
       if (got.minute !== minute || got.windows !== windows) continue; // another call's take: look again
       // Refused. Credits other live processes hold in slices of this minute may come back
       // within an idle period and a flush: wait that long before refusing (no false 429).
-      const mine = s ? s.taken : 0;
+      const cur = st.current as Slice | null;
+      const mine = cur && cur.minute === minute ? cur.taken : 0; // this process's own slice is no one else's
       const elsewhere = Math.max(0, got.open - mine);
       const short = this.#blocking(windows, got, missing);
       if (!short) continue;
@@ -150,7 +152,7 @@ export class WindowEngine implements RollingWindows {
 
   #state(scope: string): ScopeState {
     let st = this.#scopes.get(scope);
-    if (!st) this.#scopes.set(scope, (st = { scope, current: null, taking: null, left: null }));
+    if (!st) this.#scopes.set(scope, (st = { scope, current: null, taking: null, left: null, tightest: '' }));
     return st;
   }
 
@@ -170,7 +172,13 @@ export class WindowEngine implements RollingWindows {
       const { statements, read } = takeStatements(this.db, st.scope, windows, minute, amount, takeId, at);
       const res = await this.db.batch(statements);
       const r = read(res[res.length - 1].rows as Record<string, unknown>[]);
-      st.left = Math.min(...windows.map((w, i) => w.limit - r.used[i]));
+      st.left = Infinity;
+      windows.forEach((w, i) => {
+        if (w.limit - r.used[i] < st.left!) {
+          st.left = w.limit - r.used[i];
+          st.tightest = stateOf(w, 0, null).name;
+        }
+      });
       if (r.took > 0) {
         if (st.current && st.current.minute !== minute) this.#retire(st);
         if (st.current) st.current.taken += amount;
