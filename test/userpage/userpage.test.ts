@@ -15,7 +15,7 @@ import { until } from '../helpers/wait.ts';
 import { startGitHubStub, type GitHubStub } from '../stubs/github.ts';
 import { startGoogleStub, type GoogleStub } from '../stubs/google.ts';
 import { startOpenAIStub, type OpenAIStub } from '../stubs/openai.ts';
-import { startStripeStub, type StripeStub } from '../stubs/stripe.ts';
+import { signStripePayload, startStripeStub, type StripeStub } from '../stubs/stripe.ts';
 import { SHOTS } from '../console/pages.ts';
 
 const PRICES = JSON.stringify({ 'stub-model': { input_per_mtok: 1_000_000, output_per_mtok: 2_000_000 } });
@@ -192,7 +192,7 @@ browserSuite("the users' page in chromium", () => {
     assert.equal(await page.evaluate(() => navigator.clipboard.readText()), secret);
     await dialog.getByRole('button', { name: 'I have copied it' }).click();
     await dialog.waitFor({ state: 'hidden' });
-    assert.equal(await page.getByTestId('new-key-secret').count(), 0, 'the secret is gone once the dialog closes');
+    await page.getByTestId('new-key-secret').waitFor({ state: 'detached', timeout: 5000 }); // the secret is gone once the dialog closes
     const item = page.getByTestId('key-list').locator('li').first();
     assert.equal(await item.locator('.key-name').innerText(), EVIL_KEY);
     assert.match(await item.innerText(), /0 \/ 20,000 per week/);
@@ -266,6 +266,50 @@ browserSuite("the users' page in chromium", () => {
     await fits(page);
     await shot(page, 'userpage-account-375');
     await ctx.close();
+  });
+
+  test('plans: the city\'s plans to subscribe to; the checkout in a new tab; the plan and its windows shown once Stripe\'s events land', async () => {
+    const plan = await admin.post('/v1/plans/create', {
+      city_id: 'acme',
+      name: 'Pro',
+      description: 'For daily agent work.',
+      interval: 'month',
+      price: { amount: 2000, currency: 'usd' },
+      credits: 1_000_000,
+      windows: [{ window: '5h', limit: 200_000 }, { window: '7d', limit: 800_000 }],
+    });
+    assert.equal(plan.status, 200, plan.text);
+    for (const viewport of [DESKTOP, PHONE]) {
+      const { ctx, page } = await open(viewport);
+      const w = viewport.width;
+      await page.goto(`${gw.url}/u/acme/`);
+      await page.getByLabel('User id').fill(`plan-user-${w}`);
+      await page.getByRole('button', { name: 'Sign in with local login' }).click();
+      const card = page.locator(`[data-plan="${plan.body.plan.id}"]`);
+      await card.waitFor();
+      assert.match(await card.innerText(), /Pro[\s\S]*20\.00 USD[\s\S]*1,000,000 credits a month[\s\S]*200,000 in any 5 h[\s\S]*800,000 in any 7 d/);
+      await fits(page);
+      await shot(page, `userpage-plans-${w}`);
+      // Subscribe: Stripe's checkout opens in a new tab, which cannot reach back to this page.
+      const [tab] = await Promise.all([page.waitForEvent('popup'), card.getByRole('button', { name: 'Subscribe' }).click()]);
+      await tab.waitForURL((u) => u.origin === new URL(stripe.origin).origin);
+      assert.equal(await tab.evaluate(() => window.opener), null);
+      const sessionId = /\/c\/pay\/([^/?]+)/.exec(tab.url())![1];
+      await tab.close();
+      // Stripe completes the checkout and sends its events to the plans webhook.
+      for (const event of [stripe.completeSession(sessionId), ...stripe.subscriptionEventsOf(sessionId)]) {
+        const raw = JSON.stringify(event);
+        const r = await fetch(`${gw.url}/v1/plans/webhook/stripe`, { method: 'POST', headers: { 'content-type': 'application/json', 'stripe-signature': signStripePayload(raw, WHSEC) }, body: raw });
+        assert.equal(r.status, 200, await r.text());
+      }
+      await page.getByTestId('plan-name').filter({ hasText: 'Pro' }).waitFor({ timeout: 10_000 });
+      const meters = page.getByTestId('plans').locator('.meter');
+      assert.equal(await meters.count(), 3); // 5 h, 7 d and the period
+      assert.match(await page.getByTestId('plans').innerText(), /active[\s\S]*renews/);
+      await fits(page);
+      await shot(page, `userpage-plan-active-${w}`);
+      await ctx.close();
+    }
   });
 
   test('GitHub sign-in in this tab: back on the page signed in, no state or token left in the URL or history', async () => {

@@ -7,6 +7,7 @@ import { ErrorBox, Loading, useLoad } from '../ui.tsx';
 import { BalanceSection } from './balance.tsx';
 import { cityIdFromPath, takeReturnParams, textOn, type KeyView, type PageCity } from './hooks.ts';
 import { KeysSection } from './keys.tsx';
+import { PlansSection } from './plans.tsx';
 import { SignIn, type Issued } from './signin.tsx';
 import { UsageSection } from './usage.tsx';
 
@@ -156,6 +157,7 @@ function Sections() {
   for (const k of keys.data?.items ?? []) keyNames[k.id] = k.name;
   return (
     <>
+      <PlansSection />
       <BalanceSection />
       <UsageSection keyNames={keyNames} />
       <KeysSection keys={keys} />
