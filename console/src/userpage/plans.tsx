@@ -80,7 +80,7 @@ export function PlansSection() {
                   </li>
                 ))}
                 <li>{p.models?.length ? `models: ${p.models.join(', ')}` : 'every model'}</li>
-                <li>{p.overflow ? 'then your credits' : 'nothing beyond the plan'}</li>
+                <li>{p.overflow ? 'beyond it, calls use your credits' : 'calls stop at its limits'}</li>
               </ul>
               <button type="button" disabled={act.busy} onClick={() => act.run(() => openProvider(async () => (await post<{ checkout_url: string }>('plans/subscribe', { plan_id: p.id })).checkout_url))}>
                 Subscribe
