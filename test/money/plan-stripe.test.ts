@@ -106,6 +106,10 @@ test('subscribe → invoice.paid grants the period; calls draw on the plan; repl
   await setClock(31 * DAY + 60_000); // inside the second period
   await eventually(async () => (await u.c.get('/v1/plans/me')).body.subscription.windows.find((x: { name: string }) => x.name === 'period').used === 0, 'a fresh period');
   assert.equal((await chat(u.token)).status, 200);
+  // The new period's first take removed the buckets no window reads any more (the first period's).
+  const p2 = await row<{ s: number }>(w.gw, 'SELECT MAX(period_start) AS s FROM subscription_periods WHERE subscription_id = ?', [u.subId]);
+  const old = await row<{ n: number }>(w.gw, 'SELECT COUNT(*) AS n FROM window_buckets WHERE scope = ? AND minute < ?', [`sub:${u.subId}`, Math.floor(Number(p2.s) / 60_000)]);
+  assert.equal(Number(old.n), 0, 'old buckets pruned');
   // A forged or stale event changes nothing.
   const forged = stripe.billing.delete(u.stripeSub)[0]!;
   const bad = await hook(forged, signStripePayload(JSON.stringify(forged), 'whsec_wrong'));

@@ -4,7 +4,7 @@ import type { SubscriptionsTable } from '../../db/schema.ts';
 import { newId } from '../../kernel/crypto.ts';
 import { badRequest, conflict, GatewayError, notFound } from '../../kernel/errors.ts';
 import type { Identity } from '../../kernel/identity.ts';
-import { action, type AnyAction } from '../../kernel/service.ts';
+import { action } from '../../kernel/service.ts';
 import { page } from '../payment/pages.ts';
 import { planBilling } from './billing.ts';
 import { planIdSchema } from './schema.ts';
@@ -39,7 +39,7 @@ async function cancelOrResume(gw: GatewayContext, sub: SubscriptionsTable, cance
   return { subscription_id: sub.subscription_id, cancel_at_period_end: cancel, status: 'applied' };
 }
 
-export const subscriptionActions: Record<string, AnyAction> = {
+export const subscriptionActions = {
   subscribe: action({
     method: 'POST',
     auth: ['user'],

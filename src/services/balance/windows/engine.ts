@@ -19,10 +19,12 @@ import { newId } from '../../../kernel/crypto.ts';
 import type { GatewayContext } from '../../../kernel/context.ts';
 import { isUniqueViolation, type Db } from '../../../db/database.ts';
 import { BUCKET_MS, windowClock, type RollingWindows, type WindowHold, type WindowRefusal, type WindowSpec, type WindowState } from '../../../kernel/windows.ts';
-import { bucketsOf, minuteOf, parseRead, readStatement, returnStatements, takeStatements, type TakeRead } from './sql.ts';
+import { bucketsOf, keepFrom, minuteOf, parseRead, pruneStatement, readStatement, returnStatements, takeStatements, type TakeRead } from './sql.ts';
 import { sql, type CompiledQuery } from 'kysely';
 
 const SLICE_HOLDS = 16;
+/** How often a process removes a scope's buckets that no window reads any more (with a take). */
+const PRUNE_EVERY_MS = 3_600_000;
 const IDLE_MS = 1000;
 const DEFAULT_FLUSH_MS = 200;
 
@@ -56,6 +58,8 @@ export class WindowEngine implements RollingWindows {
   readonly now: () => number;
   readonly owner = newId('win', 12);
   #scopes = new Map<string, ScopeState>();
+  /** When this process last pruned each scope's old buckets. */
+  #pruned = new Map<string, number>();
   #old = new Set<Slice>();
   #key = Symbol('window slice');
   #timer: ReturnType<typeof setTimeout> | null = null;
@@ -170,6 +174,14 @@ export class WindowEngine implements RollingWindows {
       const takeId = newId('wt', 12);
       const at = this.now();
       const { statements, read } = takeStatements(this.db, st.scope, windows, minute, amount, takeId, at);
+      // Now and then the same batch removes buckets older than every window (after the scope's
+      // lock on PostgreSQL): a scope keeps about its longest window's minutes, not all of them.
+      const keep = this.now() - (this.#pruned.get(st.scope) ?? 0) >= PRUNE_EVERY_MS ? keepFrom(windows, minute) : null; // the windows' clock
+      if (keep !== null) {
+        if (this.#pruned.size > 100_000) this.#pruned.clear();
+        this.#pruned.set(st.scope, this.now());
+        statements.splice(statements.length - 1, 0, pruneStatement(this.db, st.scope, keep));
+      }
       const res = await this.db.batch(statements);
       const r = read(res[res.length - 1].rows as Record<string, unknown>[]);
       st.left = Infinity;
