@@ -9,15 +9,19 @@ import { client, errorOf } from '../helpers/http.ts';
 import { until } from '../helpers/wait.ts';
 import { startOpenAIStub, type OpenAIStub } from '../stubs/openai.ts';
 import { startStripeStub, type StripeStub } from '../stubs/stripe.ts';
+import { startCreemStub, type CreemStub } from '../stubs/creem.ts';
 
 const WHSEC = 'whsec_user_page';
 let stub: OpenAIStub;
 let stripe: StripeStub;
+let creem: CreemStub;
+const CREEM_WHSEC = 'creem_whsec_user_page';
+const CREEM_PRODUCT = { id: 'prod_credits', price: 500, currency: 'USD', name: '5 USD of credits' };
 let gw: TestGateway;
 let admin: ReturnType<typeof client>;
 
 before(async () => {
-  [stub, stripe] = await Promise.all([startOpenAIStub(), startStripeStub({ webhookSecret: WHSEC })]);
+  [stub, stripe, creem] = await Promise.all([startOpenAIStub(), startStripeStub({ webhookSecret: WHSEC }), startCreemStub({ webhookSecret: CREEM_WHSEC, products: [CREEM_PRODUCT] })]);
   gw = await startGateway({
     env: {
       TEXTPROVIDER_API_KEY: 'sk-stub',
@@ -28,9 +32,14 @@ before(async () => {
       PAYMENT_A_SECRET_KEY: stripe.apiKey,
       PAYMENT_A_API_BASE: stripe.origin,
       PAYMENT_A_WEBHOOK_SECRET: WHSEC,
+      PAYMENT_B_API_KEY: creem.apiKey,
+      PAYMENT_B_PRODUCT_ID: CREEM_PRODUCT.id,
+      PAYMENT_B_WEBHOOK_SECRET: CREEM_WHSEC,
+      PAYMENT_B_API_BASE: creem.baseUrl,
     },
   });
   stripe.setWebhook(`${gw.url}/v1/payment/webhook/a`);
+  creem.setWebhook(`${gw.url}/v1/payment/webhook/b`);
   admin = client(gw.url, gw.adminKey);
   for (const [city_id, name] of [['acme', 'Acme AI'], ['dark', 'Dark city'], ['plain', 'Plain']]) {
     assert.equal((await admin.post('/v1/cities/create', { city_id, name })).status, 200);
@@ -38,7 +47,7 @@ before(async () => {
 });
 after(async () => {
   await gw?.stop();
-  await Promise.all([stub?.close(), stripe?.close()]);
+  await Promise.all([stub?.close(), stripe?.close(), creem?.close()]);
 });
 
 test('/u/<city>/ is served with the console headers; off, unknown and bad ids are one plain 404', async () => {
@@ -139,15 +148,27 @@ test('checkout with return_to: the buyer comes back to the page (303 with the pa
   assert.equal(to.searchParams.get('payment_id'), r.body.payment_id);
   assert.equal(to.searchParams.get('payment_status'), 'paid');
   assert.equal((await user.get('/v1/balance/me')).body.credits, before + 2_000_000);
+  // Creem too: its success redirect keeps return_to (and adds its own signed parameters).
+  const cb = (await user.get('/v1/balance/me')).body.credits;
+  const cr = await user.post('/v1/payment/checkout', { method: 'creem', credits: 5_000_000, return_to: page });
+  assert.equal(cr.status, 200, cr.text);
+  const cpaid = await fetch(cr.body.checkout_url, { method: 'POST', redirect: 'manual' });
+  assert.equal(cpaid.status, 303);
+  const cback = await fetch(cpaid.headers.get('location')!, { redirect: 'manual' });
+  assert.equal(cback.status, 303);
+  const cto = new URL(cback.headers.get('location')!);
+  assert.equal(cto.origin + cto.pathname, page);
+  assert.equal(cto.searchParams.get('payment_status'), 'paid');
+  assert.equal((await user.get('/v1/balance/me')).body.credits, cb + 5_000_000);
   // The cancel page too.
   const c = await user.post('/v1/payment/checkout', { method: 'stripe', credits: 1_000_000, return_to: `${page}?tab=1` });
   const cancelled = await fetch(c.body.checkout_url + '?action=cancel', { redirect: 'manual' });
   const cancelBack = await fetch(cancelled.headers.get('location')!, { redirect: 'manual' });
   assert.equal(cancelBack.status, 303);
-  const cto = new URL(cancelBack.headers.get('location')!);
-  assert.equal(cto.pathname, '/u/acme/');
-  assert.equal(cto.searchParams.get('tab'), '1');
-  assert.equal(cto.searchParams.get('payment_status'), 'cancelled');
+  const back2 = new URL(cancelBack.headers.get('location')!);
+  assert.equal(back2.pathname, '/u/acme/');
+  assert.equal(back2.searchParams.get('tab'), '1');
+  assert.equal(back2.searchParams.get('payment_status'), 'cancelled');
   // A forged result link never leads off the origin: it shows the plain page instead.
   for (const bad of ['//evil.example/x', '/\\evil.example/x', 'https://evil.example/', 'evil.example']) {
     for (const which of ['success', 'cancel']) {
