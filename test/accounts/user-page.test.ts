@@ -119,6 +119,16 @@ test('branding is validated: an https logo and a hex colour only; the CSP allows
   assert.equal(errorOf(await client(gw.url).get('/v1/cities/page?city_id=plain')).code, 'page_not_available');
   assert.equal((await admin.post('/v1/cities/update', { city_id: 'plain', user_page: { enabled: true } })).status, 200);
   assert.equal((await fetch(`${gw.url}/u/plain/`)).status, 200);
+  // A paused city keeps its page (it says so; signing in is refused); a removed one has none.
+  assert.equal((await admin.post('/v1/cities/pause', { city_id: 'plain' })).status, 200);
+  assert.equal((await fetch(`${gw.url}/u/plain/`)).status, 200);
+  assert.equal((await client(gw.url).get('/v1/cities/page?city_id=plain')).body.status, 'paused');
+  assert.equal(errorOf(await client(gw.url).post('/v1/accounts/login', { city_id: 'plain' })).code, 'city_paused');
+  assert.equal((await admin.post('/v1/cities/activate', { city_id: 'plain' })).status, 200);
+  assert.equal((await admin.post('/v1/cities/create', { city_id: 'gone', name: 'Gone' })).status, 200);
+  assert.equal((await admin.post('/v1/cities/remove', { city_id: 'gone' })).status, 200);
+  assert.equal((await fetch(`${gw.url}/u/gone/`)).status, 404);
+  assert.equal(errorOf(await client(gw.url).get('/v1/cities/page?city_id=gone')).code, 'page_not_available');
   // A user token cannot change its city's page.
   const t = (await admin.post('/v1/cities/tokens/apply', { city_id: 'plain', user_id: 'u1' })).body.user_token;
   assert.equal((await client(gw.url, t).post('/v1/cities/update', { city_id: 'plain', user_page: { enabled: false } })).status, 403);
