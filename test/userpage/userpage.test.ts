@@ -265,6 +265,20 @@ browserSuite("the users' page in chromium", () => {
     await page.getByTestId('usage-table').locator('tbody tr').first().filter({ hasText: 'ok' }).waitFor({ timeout: 5000 });
     await fits(page);
     await shot(page, 'userpage-account-375');
+    // A key with an rpm and an IP allow-list, made on the phone: a bad value is the API's 400, next to its field.
+    await page.getByText('New key…').click();
+    await page.getByLabel('Name', { exact: true }).fill('office script');
+    await page.getByLabel('Requests per minute (optional)').fill('lots');
+    await page.getByLabel('Allowed IPs (optional)').fill('10.0.0.0/8, 192.168.1.7');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    await page.getByRole('alert').filter({ hasText: /rpm/ }).waitFor();
+    assert.equal(await page.getByLabel('Requests per minute (optional)').getAttribute('aria-invalid'), 'true');
+    await page.getByLabel('Requests per minute (optional)').fill('30');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'I have copied it' }).click();
+    const office = page.getByTestId('key-list').locator('li').filter({ hasText: 'office script' });
+    assert.match(await office.innerText(), /30 requests \/ min[\s\S]*From: 10\.0\.0\.0\/8, 192\.168\.1\.7/);
+    await fits(page);
     await ctx.close();
   });
 

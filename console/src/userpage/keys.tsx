@@ -14,8 +14,10 @@ interface Form {
   credits: string;
   window: string;
   expires: string;
+  rpm: string;
+  ips: string;
 }
-const EMPTY: Form = { name: '', models: '', credits: '', window: 'week', expires: '' };
+const EMPTY: Form = { name: '', models: '', credits: '', window: 'week', expires: '', rpm: '', ips: '' };
 
 export function KeysSection({ keys }: { keys: Loaded<{ items: KeyView[] }> }) {
   const [f, setF] = useState<Form>(EMPTY);
@@ -33,6 +35,10 @@ export function KeysSection({ keys }: { keys: Loaded<{ items: KeyView[] }> }) {
       if (models.length) body.models = models;
       if (f.credits.trim()) body.budget = { credits: Number(f.credits), ...(f.window ? { window: f.window } : {}) };
       if (f.expires) body.expires_at = new Date(`${f.expires}T23:59:59Z`).toISOString();
+      // typed values go as typed (a number when it is one): the API judges them and names the field
+      if (f.rpm.trim()) body.rpm = /^\d+$/.test(f.rpm.trim()) ? Number(f.rpm) : f.rpm;
+      const ips = f.ips.split(/[\s,]+/).filter(Boolean);
+      if (ips.length) body.allowed_ips = ips;
       const r = await post<{ key: KeyView; secret: string }>('accounts/keys/create', body);
       setSecret({ name: r.key.name, value: r.secret });
       setF(EMPTY);
@@ -79,6 +85,15 @@ export function KeysSection({ keys }: { keys: Loaded<{ items: KeyView[] }> }) {
             <div>
               <label for="key-expires">Expires (optional)</label>
               <input id="key-expires" type="date" value={f.expires} aria-invalid={invalid('expires_at')} onInput={(e) => setF({ ...f, expires: e.currentTarget.value })} />
+            </div>
+            <div>
+              <label for="key-rpm">Requests per minute (optional)</label>
+              <input id="key-rpm" inputMode="numeric" placeholder="no limit" value={f.rpm} aria-invalid={invalid('rpm')} onInput={(e) => setF({ ...f, rpm: e.currentTarget.value })} />
+            </div>
+            <div>
+              <label for="key-ips">Allowed IPs (optional)</label>
+              <input id="key-ips" placeholder="any address" value={f.ips} aria-invalid={invalid('allowed_ips')} onInput={(e) => setF({ ...f, ips: e.currentTarget.value })} />
+              <small class="muted">addresses or CIDRs, separated by commas</small>
             </div>
           </div>
           <ErrorBox error={act.error} />
@@ -150,6 +165,8 @@ function KeyList({ items, reload }: { items: KeyView[]; reload: () => void }) {
             <code class="key-prefix">{k.prefix}_…</code>
             <div class="key-facts">
               <span>Models: {k.models?.length ? k.models.join(', ') : 'all'}</span>
+              {k.rpm != null && <span>{num(k.rpm)} requests / min</span>}
+              {k.allowed_ips?.length ? <span>From: {k.allowed_ips.join(', ')}</span> : null}
               <span>Last used: {when(k.last_used_at)}</span>
               {k.expires_at && <span>Expires: {when(k.expires_at)}</span>}
               <span>Made: {when(k.created_at)}</span>
