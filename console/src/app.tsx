@@ -16,6 +16,7 @@ import { Env } from './pages/env.tsx';
 import { Bureaus } from './pages/bureaus.tsx';
 import { Playground } from './pages/playground.tsx';
 import { Webhooks } from './pages/webhooks.tsx';
+import { Plans } from './pages/plans.tsx';
 
 export const WhoContext = createContext<Who>({ kind: 'admin', city: null });
 export const useWho = () => useContext(WhoContext);
@@ -32,6 +33,7 @@ const PAGES: PageDef[] = [
   { id: 'cities', title: 'Cities', view: Cities },
   { id: 'users', title: 'Users', view: Users },
   { id: 'payments', title: 'Payments', view: Payments },
+  { id: 'plans', title: 'Plans', view: Plans },
   { id: 'usage', title: 'Usage', view: Usage },
   { id: 'models', title: 'Models', view: Models },
   { id: 'env', title: 'Env', admin: true, view: Env },

@@ -177,6 +177,21 @@ export function createClient(opts: ClientOptions) {
       /** The user's payments, newest first. */
       payments: j('payment', 'payments/me'),
     },
+    plans: {
+      /** The plans of the user's city, in their order. */
+      list: j('plans', 'list'),
+      /** The user's plan: status, period, and each window's used, limit and reset (`subscription: null` without one). */
+      me: j('plans', 'me'),
+      /** Starts a subscription: `{ subscription_id, checkout_url }`; send the user to `checkout_url`. */
+      subscribe: j('plans', 'subscribe'),
+      /** Moves to another plan (Stripe prorates). */
+      change: j('plans', 'change'),
+      /** Cancels at the period's end; `resume` undoes it. */
+      cancel: j('plans', 'cancel'),
+      resume: j('plans', 'resume'),
+      /** `{ url }` of Stripe's customer portal. */
+      portal: j('plans', 'portal'),
+    },
     usage: {
       /** The user's usage records, newest first. */
       me: j('usage', 'me'),
@@ -250,6 +265,16 @@ export function createAdminClient(opts: AdminClientOptions) {
     payments: {
       list: j('payment', 'payments'),
       sync: j('payment', 'payments/sync'),
+    },
+    plans: {
+      create: j('plans', 'create'),
+      update: j('plans', 'update'),
+      archive: j('plans', 'archive'),
+      list: j('plans', 'list'),
+      /** Gives a user a plan without payment (one period). */
+      assign: j('plans', 'assign'),
+      /** A user's plan and windows. */
+      subscription: j('plans', 'subscription'),
     },
     usage: {
       list: j('usage', 'list'),

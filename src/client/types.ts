@@ -12,6 +12,7 @@ import type { bureausService } from '../services/bureaus/index.ts';
 import type { citiesService } from '../services/cities/index.ts';
 import type { envService } from '../services/env/index.ts';
 import type { paymentService } from '../services/payment/index.ts';
+import type { plansService } from '../services/plans/index.ts';
 import type { usageService } from '../services/usage/index.ts';
 import type { webhooksService } from '../services/webhooks/index.ts';
 
@@ -23,6 +24,7 @@ export interface Registry {
   accounts: (typeof accountsService)['actions'];
   balance: (typeof balanceService)['actions'];
   payment: (typeof paymentService)['actions'];
+  plans: (typeof plansService)['actions'];
   usage: (typeof usageService)['actions'];
   ai: (typeof aiService)['actions'];
   webhooks: (typeof webhooksService)['actions'];

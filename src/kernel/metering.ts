@@ -124,6 +124,9 @@ export interface Hold {
   credits: number;
   /** Served from a credit lease of this process (its owner id), not a per-call hold. */
   lease?: string;
+  /** Served from a plan's allowance: about what its tightest window has left, and its name (a response header). */
+  planRemaining?: number;
+  planWindow?: string;
 }
 
 export interface Billing {
@@ -137,6 +140,20 @@ export interface Billing {
   settle(hold: Hold, credits: number): Promise<void>;
   /** Returns the whole hold (the upstream failed before anything was consumed). */
   release(hold: Hold): Promise<void>;
+}
+
+/**
+ * What a call draws on before the prepaid credits (a plan's allowance, issue 34). The plans
+ * service offers it; ai asks it first. `reserve` answers null (no promise: nothing to wait for)
+ * or a promise of null when the credits pay, a Hold when the allowance does, or throws a refusal
+ * (429 plan_window_exhausted, 402 subscription_past_due). settle/release answer false for a hold
+ * that is not the allowance's (the billing closes it).
+ */
+export const ALLOWANCE = 'allowance';
+export interface Allowance {
+  reserve(a: { cityId: string; userId: string; credits: number; requestId: string; model: string; mode: string; durable?: boolean }): Promise<Hold | null> | null;
+  settle(hold: Hold, credits: number): boolean;
+  release(hold: Hold): boolean;
 }
 
 /** Receives meter records; must not add a database round trip to the request's path. */

@@ -133,7 +133,19 @@ function limitText(c: Counter): string {
   return (c.limitText ??= String(c.limit));
 }
 
+/** Per-user limits that replace the city's user_* limits (a plan's, issue 34); from memory only. */
+export type UserLimitsHook = (cityId: string, userId: string) => CityLimits | undefined;
+
+/** The city's limits with a user's own user_* limits over them (the city-wide ones stay the city's). */
+function withUser(city: CityLimits, user: CityLimits | undefined): CityLimits {
+  if (!user) return city;
+  return { ...city, user_rpm: user.user_rpm ?? city.user_rpm, user_tpm: user.user_tpm ?? city.user_tpm, user_concurrency: user.user_concurrency ?? city.user_concurrency };
+}
+
 export class RateLimiter {
+  /** Set by the plans service: a subscriber's plan limits. */
+  userLimits: UserLimitsHook | null = null;
+
   readonly db: Db;
   readonly env: RuntimeEnv;
   readonly cities: CityStatusCache;
@@ -264,6 +276,7 @@ export class RateLimiter {
       const city = this.cities.peek(identity.cityId);
       if (!city) return this.cities.settings(identity.cityId).then(() => this.admit(identity, method, ipLimited, ip));
       limits = city.settings.limits ?? NO_LIMITS;
+      if (this.userLimits) limits = withUser(limits, this.userLimits(identity.cityId, identity.userId));
     }
     const counters = this.#counters(identity, method, ipLimited, ip, limits);
     const maxInflight = this.#concurrency(identity, method, limits);
@@ -432,7 +445,7 @@ export class RateLimiter {
     if (r.identity !== 'user' || !r.city_id || !r.user_id || tokens <= 0) return null;
     const city = this.cities.peek(r.city_id);
     if (!city) return this.cities.settings(r.city_id).then(() => this.countTokens(r) ?? undefined);
-    const l = city.settings.limits ?? NO_LIMITS;
+    const l = this.userLimits ? withUser(city.settings.limits ?? NO_LIMITS, this.userLimits(r.city_id, r.user_id)) : (city.settings.limits ?? NO_LIMITS);
     const now = Date.now();
     const windowStart = now - (now % WINDOW_MS);
     let user: Promise<void> | null = null;

@@ -35,6 +35,8 @@ export interface RequestTiming {
   /** performance.now() when the request arrived. */
   startedAt: number;
   upstreamMs: number;
+  /** Response headers a service adds to whatever the action answers (e.g. a plan's remaining credits). */
+  headers?: Record<string, string>;
   /** Set by the kernel once the response is ready: the x-citygate-overhead-ms it reports. */
   overheadMs?: number;
   /**

@@ -36,6 +36,9 @@ export interface WindowState {
 export interface WindowHold {
   scope: string;
   credits: number;
+  /** About what the tightest window has left after this hold (slices of other processes count as used), and its name. */
+  remaining?: number;
+  window?: string;
 }
 
 /** The reservation did not fit: the window it did not fit and when it frees (ms; null: not by itself). */

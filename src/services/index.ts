@@ -7,10 +7,11 @@ import { bureausService } from './bureaus/index.ts';
 import { citiesService } from './cities/index.ts';
 import { envService } from './env/index.ts';
 import { paymentService } from './payment/index.ts';
+import { plansService } from './plans/index.ts';
 import { usageService } from './usage/index.ts';
 import { webhooksService } from './webhooks/index.ts';
 
-export const stockServices: ServiceDef[] = [envService, citiesService, bureausService, accountsService, balanceService, paymentService, usageService, aiService, webhooksService];
+export const stockServices: ServiceDef[] = [envService, citiesService, bureausService, accountsService, balanceService, plansService, paymentService, usageService, aiService, webhooksService];
 
 /** The services named by a GATEWAY_SERVICES list (comma-separated), or all of them. */
 export function selectServices(list: string | undefined, all: ServiceDef[] = stockServices): ServiceDef[] {

@@ -36,7 +36,9 @@ test('/console on the Worker: the index, its script and style come from the stat
   const script = await fetch(w.url + js);
   assert.equal(script.status, 200);
   assert.match(script.headers.get('content-type')!, /javascript/);
-  assert.match(await script.text(), /citygate\.console\.key/);
+  // The console's code (its shared chunk with the users' page included) is all there.
+  const code = await Promise.all(assets.filter((a) => a.endsWith('.js')).map(async (a) => (await fetch(w.url + a)).text()));
+  assert.match(code.join('\n'), /citygate\.console\.key/);
 });
 
 test('the API is still the Worker’s: /health, /v1, and a missing console file is the gateway’s 404', async () => {
@@ -68,4 +70,25 @@ test('Responses over WebSocket is refused on the Worker (405 websocket_not_suppo
     });
     assert.deepEqual([refused.status, refused.allow, JSON.parse(refused.body).error.code], [405, 'POST', 'websocket_not_supported'], path);
   }
+});
+
+test("a city's users' page on the Worker: /u/<city>/ reads users.html through the ASSETS binding, with the console's headers", async () => {
+  const key = await w.adminKey();
+  const created = await fetch(`${w.url}/v1/cities/create`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ city_id: 'edge-shop', name: 'Edge shop' }),
+  });
+  assert.equal(created.status, 200, await created.text());
+  const res = await fetch(`${w.url}/u/edge-shop/`);
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get('content-type')!, /text\/html/);
+  assert.match(res.headers.get('content-security-policy')!, /default-src 'self'/);
+  const html = await res.text();
+  const js = [...html.matchAll(/src="(\/console\/assets\/[^"]+\.js)"/g)].map((m) => m[1])[0];
+  assert.ok(js, html);
+  assert.equal((await fetch(w.url + js)).status, 200);
+  assert.equal((await fetch(`${w.url}/u/nope/`)).status, 404);
+  const page = await (await fetch(`${w.url}/v1/cities/page?city_id=edge-shop`)).json();
+  assert.equal(page.name, 'Edge shop');
 });

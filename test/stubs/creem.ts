@@ -4,6 +4,7 @@
 import { createHash, createHmac } from "node:crypto";
 import { defaultSeed, escapeHtml, html, idFactory, json, startHttpStub, type RecordedRequest, type StubResponse } from "./http.ts";
 import { safeEqual } from "./oauth-common.ts";
+import { creemBilling } from "./creem-billing.ts";
 
 /** The `creem-signature` header value for a webhook body: hex HMAC-SHA256 of the raw body with the webhook secret. */
 export function signCreemPayload(payload: string, secret: string): string {
@@ -125,6 +126,17 @@ export async function startCreemStub(opts: CreemStubOptions = {}) {
   const failures: number[] = [];
   const deliveries: { event: CreemEvent; url: string; status: number; body: string }[] = [];
   let origin = "";
+  // Subscriptions of recurring products: creem-billing.ts.
+  const billing = creemBilling({
+    nextId: (p, l) => nextId(p, l),
+    event(eventType, object) {
+      const event: CreemEvent = { id: nextId("evt_", 22), eventType, created_at: Date.now(), object };
+      events.push(event);
+      return event as unknown as Record<string, unknown>;
+    },
+    checkout: (id) => checkouts.get(id) as never,
+    product: (id) => products.get(id) as never,
+  });
 
   function addProduct(input: CreemProductInput): CreemProduct {
     const stamp = new Date().toISOString();
@@ -409,6 +421,8 @@ export async function startCreemStub(opts: CreemStubOptions = {}) {
     deliverWebhook,
     /** refunds a completed checkout (all of it unless `amount`) and returns the refund.created event (not delivered) */
     refundCheckout: refund,
+    /** subscriptions of recurring products and their events (not delivered) */
+    billing,
     /** completeCheckout + deliverWebhook to the configured URL */
     async pay(id: string, buyer?: { email?: string; name?: string }) {
       const event = complete(id, buyer);

@@ -5,6 +5,7 @@
 import { createHash, createHmac } from "node:crypto";
 import { defaultSeed, escapeHtml, html, idFactory, json, startHttpStub, type RecordedRequest, type StubResponse } from "./http.ts";
 import { safeEqual } from "./oauth-common.ts";
+import { stripeBilling } from "./stripe-billing.ts";
 
 /** Stripe's webhook signature header value for `payload` (the exact raw body that is sent). */
 export function signStripePayload(payload: string, secret: string, timestamp: number = Math.floor(Date.now() / 1000)): string {
@@ -12,14 +13,14 @@ export function signStripePayload(payload: string, secret: string, timestamp: nu
   return `t=${timestamp},v1=${signature}`;
 }
 
-export type StripePrice = { id: string; unit_amount: number; currency: string; product?: string; nickname?: string };
+export type StripePrice = { id: string; unit_amount: number; currency: string; product?: string; nickname?: string; recurring?: { interval: string } };
 
 export type StripeEvent = {
   id: string;
   object: "event";
   api_version: string;
   created: number;
-  data: { object: StripeCheckoutSession | StripeCharge | StripeDispute; previous_attributes?: Record<string, unknown> };
+  data: { object: StripeCheckoutSession | StripeCharge | StripeDispute | Record<string, unknown>; previous_attributes?: Record<string, unknown> };
   livemode: false;
   pending_webhooks: number;
   request: { id: string | null; idempotency_key: string | null };
@@ -165,6 +166,29 @@ export async function startStripeStub(opts: StripeStubOptions = {}) {
   const apiVersions = new Map<string, string>();
 
   const now = () => Math.floor(Date.now() / 1000);
+  // Stripe Billing (subscriptions, invoices, the customer portal): stripe-billing.ts.
+  const billing = stripeBilling({
+    nextId: (p, l) => nextId(p, l),
+    now,
+    parse: parseStripeForm,
+    origin: () => origin,
+    prices,
+    event(type, object, previous) {
+      const event: StripeEvent = {
+        id: nextId("evt_1", 23),
+        object: "event",
+        api_version: defaultApiVersion,
+        created: now(),
+        data: previous ? { object, previous_attributes: previous } : { object },
+        livemode: false,
+        pending_webhooks: 1,
+        request: { id: null, idempotency_key: null },
+        type,
+      };
+      events.push(event);
+      return event as unknown as Record<string, unknown>;
+    },
+  });
 
   function authenticate(req: RecordedRequest): void {
     const header = req.headers["authorization"];
@@ -356,6 +380,8 @@ export async function startStripeStub(opts: StripeStubOptions = {}) {
   }
 
   const charges = new Map<string, StripeCharge>(); // by session id
+  /** Events a subscription-mode session's payment made (subscription created, first invoice paid). */
+  const subscriptionEvents = new Map<string, Record<string, unknown>[]>();
 
   function objectEvent(type: string, object: StripeCharge | StripeDispute, sessionId: string, previous?: Record<string, unknown>): StripeEvent {
     const event: StripeEvent = {
@@ -451,6 +477,7 @@ export async function startStripeStub(opts: StripeStubOptions = {}) {
     s.payment_status = s.mode === "setup" ? "no_payment_required" : "paid";
     s.url = null;
     s["payment_intent"] = s.mode === "payment" ? nextId("pi_3", 21) : null;
+    if (s.mode === "subscription") subscriptionEvents.set(id, billing.completeSubscription(s));
     s["customer_details"] = {
       address: { city: null, country: "US", line1: null, line2: null, postal_code: "94103", state: null },
       business_name: null,
@@ -574,7 +601,13 @@ export async function startStripeStub(opts: StripeStubOptions = {}) {
 
   async function handle(req: RecordedRequest): Promise<StubResponse> {
     const { method, path } = req;
-    if (path === "/v1/checkout/sessions" && method === "POST") return json(200, createSession(req));
+    if (path === "/v1/checkout/sessions" && method === "POST") {
+      const session = createSession(req);
+      billing.onSessionCreate(session, parseStripeForm(req.body));
+      return json(200, session);
+    }
+    const billed = billing.handle(req);
+    if (billed) return billed;
     if (path === "/v1/checkout/sessions" && method === "GET") {
       const data = [...sessions.values()].reverse().filter((s) => {
         const q = req.query;
@@ -658,6 +691,10 @@ export async function startStripeStub(opts: StripeStubOptions = {}) {
     refundSession: refund,
     /** disputes a paid session's charge and returns the charge.dispute.created event (not delivered) */
     disputeSession: dispute,
+    /** Stripe Billing: subscriptions, invoices, portal sessions, and the events of their lifecycle (not delivered) */
+    billing,
+    /** the events a paid subscription-mode session made besides checkout.session.completed */
+    subscriptionEventsOf: (sessionId: string) => (subscriptionEvents.get(sessionId) ?? []) as unknown as StripeEvent[],
     /** completeSession + deliverWebhook to the configured URL */
     async pay(id: string, customer?: { email?: string; name?: string }) {
       const event = complete(id, customer);

@@ -5,7 +5,8 @@ import { useState } from 'preact/hooks';
 import { get, post, type Page } from '../api.ts';
 import { useCities } from '../cities.ts';
 import { go, href } from '../router.ts';
-import { Empty, ErrorBox, Loading, num, PageHead, Show, useAction, useLoad, usd, when } from '../ui.tsx';
+import { Badge, Empty, ErrorBox, Loading, num, PageHead, Show, useAction, useLoad, usd, when } from '../ui.tsx';
+import { Meters, type SubscriptionView } from '../plan-meters.tsx';
 
 interface UserRow { city_id: string; user_id: string; name: string | null; email: string | null; email_verified: boolean; created_via: string; created_at: string | null; last_login_at: string | null }
 interface BalanceRow { city_id: string; user_id: string; credits: number; usd: number }
@@ -55,6 +56,28 @@ function Adjust({ city, user, onDone }: { city: string; user: string; onDone: ()
   );
 }
 
+/** The user's plan, if any: status, period and each window as a meter. */
+function PlanCard({ city, user }: { city: string; user: string }) {
+  // No plans service mounted (GATEWAY_SERVICES): no card, not an error.
+  const sub = useLoad(() => get<{ subscription: SubscriptionView | null }>('plans/subscription', { city_id: city, user_id: user }).catch(() => ({ subscription: null })), [city, user]);
+  return (
+    <Show load={sub}>
+      {(d) =>
+        d.subscription ? (
+          <article class="user-plan" aria-label="Plan">
+            <header>
+              Plan <strong>{d.subscription.plan.name}</strong> <Badge status={d.subscription.status} /> <small>via {d.subscription.provider}{d.subscription.cancel_at_period_end ? ' · cancels at the period’s end' : ''} · until {when(d.subscription.period_end)}</small>
+            </header>
+            <Meters windows={d.subscription.windows} />
+          </article>
+        ) : (
+          <p><small>No plan: calls draw on prepaid credits.</small></p>
+        )
+      }
+    </Show>
+  );
+}
+
 function UserDetail({ city, user, profile }: { city: string; user: string; profile?: UserRow }) {
   const bal = useLoad(() => get<BalanceRow & { exists: boolean }>('balance/get', { city_id: city, user_id: user }), [city, user]);
   const [cursor, setCursor] = useState<string | undefined>(undefined);
@@ -85,6 +108,7 @@ function UserDetail({ city, user, profile }: { city: string; user: string; profi
           )}
         </div>
       </div>
+      <PlanCard city={city} user={user} />
       <Adjust city={city} user={user} onDone={refresh} />
       <h3>Ledger</h3>
       <Show load={ledger}>

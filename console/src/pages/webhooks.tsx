@@ -12,7 +12,7 @@ interface Endpoint { endpoint_id: string; city_id: string; url: string; events: 
 interface Attempt { status: number | null; error: string | null; latency_ms: number; response: string | null; created_at: string }
 interface Delivery { event_id: string; type: string; user_id: string | null; status: string; attempts: number; last_status: number | null; next_attempt_at: string | null; created_at: string; payload: string; attempt_log: Attempt[] }
 
-const CITY_EVENTS = ['payment.succeeded', 'payment.refunded', 'payment.disputed', 'balance.low', 'budget.reached', 'user.created', 'city.paused', 'city.activated'];
+const CITY_EVENTS = ['payment.succeeded', 'payment.refunded', 'payment.disputed', 'balance.low', 'budget.reached', 'user.created', 'city.paused', 'city.activated', 'subscription.created', 'subscription.renewed', 'subscription.past_due', 'subscription.canceled', 'subscription.ended', 'plan.window_exhausted'];
 const OPERATOR_EVENTS = ['upstream.circuit_opened', 'upstream.circuit_closed', 'webhook.endpoint_disabled'];
 
 function CreateEndpoint({ city, onCreated }: { city: string; onCreated: () => void }) {

@@ -16,7 +16,7 @@ export function corsForBrowsers(env: RuntimeEnv): (c: Context, next: () => Promi
     },
     allowMethods: ['GET', 'POST', 'OPTIONS'],
     allowHeaders: ['Authorization', 'Content-Type', 'X-Requested-With'],
-    exposeHeaders: ['x-citygate-overhead-ms', 'x-request-id'],
+    exposeHeaders: ['x-citygate-overhead-ms', 'x-request-id', 'x-citygate-plan-remaining', 'x-citygate-plan-window'],
     maxAge: 600,
   });
   return (c, next) => (c.req.header('origin') ? corsMiddleware(c, next) : next());

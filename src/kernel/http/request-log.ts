@@ -28,6 +28,7 @@ export function requestLog(log: Logger, addHeaders: ((platform: unknown, headers
     const requestId = c.get('requestId' as never) as string | undefined;
     const extra: Record<string, string> = { 'x-citygate-overhead-ms': overhead.toFixed(2) };
     if (requestId) extra['x-request-id'] = requestId;
+    if (timing.headers) Object.assign(extra, timing.headers);
     if (!addHeaders?.(c.env, extra)) {
       try {
         for (const k in extra) c.res.headers.set(k, extra[k]);

@@ -16,6 +16,7 @@ import { AI_CONFIG } from '../../services/ai/state.ts';
 import { selectServices, stockServices } from '../../services/index.ts';
 import { readWorkerConfig, varsOf } from './config.ts';
 import { CloudflareJobQueue, consumeBatch } from './queue.ts';
+import { workerConsoleAssets } from './console-assets.ts';
 import { R2BlobStore } from './r2.ts';
 import type { ExecutionContext, MessageBatch, Queue, R2Bucket, WorkerEnv } from './types.ts';
 
@@ -56,6 +57,8 @@ export function gatewayFromEnv(env: WorkerEnv, opts: WorkerOptions = {}): Gatewa
     jobs: queue ? new CloudflareJobQueue(queue) : undefined,
     storage: bucket ? new R2BlobStore(bucket, cfg.storagePublicUrl) : null,
     logger: opts.logger ?? jsonLogger(),
+    // The users' page (/u/<city_id>/) reads users.html from the static assets.
+    consoleAssets: workerConsoleAssets(env),
     // Background work (settling a charge, writing usage, a stream's metering after its last
     // chunk) is kept alive by the request — or queue batch — whose code started it, however
     // busy the isolate is with other requests.

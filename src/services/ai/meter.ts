@@ -9,11 +9,13 @@ import type { GatewayContext } from '../../kernel/context.ts';
 import type { Identity } from '../../kernel/identity.ts';
 import type { RequestTiming } from '../../kernel/service.ts';
 import {
+  ALLOWANCE,
   BILLING,
   METERING,
   NOTHING_MEASURED,
   costOf,
   worstCostOf,
+  type Allowance,
   type Billing,
   type Hold,
   type Measured,
@@ -152,7 +154,7 @@ export class AiCall {
     try {
       // A user API key's budget (accounts/keys): its window must take the hold too.
       if (id.key?.budget) await this.#reserveKeyBudget(id.keyId!, id.key.budget, credits, opts.durable === true);
-      this.state.hold = await billing.reserve({
+      const a = {
         cityId: id.cityId,
         userId: id.userId,
         credits,
@@ -160,7 +162,16 @@ export class AiCall {
         model: this.state.modelId,
         mode: this.state.mode,
         ...(opts.durable ? { durable: true } : {}),
-      });
+      };
+      // A plan's allowance first (plans), then the prepaid credits.
+      const planned = this.gw.use<Allowance>(ALLOWANCE)?.reserve(a);
+      this.state.hold = (planned && (await planned)) || (await billing.reserve(a));
+      const h = this.state.hold;
+      // A plan's allowance: its tightest window's remaining credits go out with the answer.
+      if (h.planRemaining !== undefined && this.state.timing) {
+        (this.state.timing.headers ??= {})['x-citygate-plan-remaining'] = String(h.planRemaining);
+        if (h.planWindow) this.state.timing.headers['x-citygate-plan-window'] = h.planWindow;
+      }
     } catch (e) {
       if (this.#window) this.gw.use<RollingWindows>(WINDOWS)?.release(this.#window);
       this.#window = null;
@@ -208,8 +219,10 @@ export class AiCall {
     const billing = this.gw.use<Billing>(BILLING);
     if (hold && billing) {
       try {
-        if (credits === 0 && status !== 'ok') await billing.release(hold);
-        else await billing.settle(hold, credits);
+        const allowance = this.gw.use<Allowance>(ALLOWANCE);
+        if (credits === 0 && status !== 'ok') {
+          if (!allowance?.release(hold)) await billing.release(hold);
+        } else if (!allowance?.settle(hold, credits)) await billing.settle(hold, credits);
       } catch (e) {
         this.gw.log('error', 'ai: settling a credit hold failed', { request_id: this.state.requestId, hold: hold.id, error: String(e) });
       }

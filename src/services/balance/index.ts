@@ -63,7 +63,7 @@ async function ledgerPage(gw: GatewayContext, f: { cityId?: string; userId?: str
   };
 }
 
-/** This gateway's engines (another service may wrap the BILLING capability: stop the real ones). */
+/** This gateway's engines, stopped in order (window slices, then credit leases). */
 const engines = new WeakMap<GatewayContext, { billing: LeaseBilling; windows: WindowEngine }>();
 
 export const balanceService = defineService({

@@ -87,7 +87,8 @@ function checkoutFacts(o: Json): Facts {
   };
 }
 
-async function hmacHex(secret: string, data: Uint8Array): Promise<string> {
+/** Hex HMAC-SHA256 of a webhook body (creem-signature); also used by plans. */
+export async function hmacHex(secret: string, data: Uint8Array): Promise<string> {
   const key = await crypto.subtle.importKey('raw', enc.encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
   return hex(await crypto.subtle.sign('HMAC', key, data as Uint8Array<ArrayBuffer>));
 }

@@ -17,7 +17,8 @@ const clients = new Map<string, Stripe>();
 let sdk: typeof Stripe | null = null;
 let crypto: ReturnType<typeof Stripe.createSubtleCryptoProvider> | null = null;
 
-async function client(gw: GatewayContext): Promise<Stripe> {
+/** The Stripe client of PAYMENT_A_SECRET_KEY (and PAYMENT_A_API_BASE); also used by plans. */
+export async function client(gw: GatewayContext): Promise<Stripe> {
   const key = gw.env.get('PAYMENT_A_SECRET_KEY');
   if (!key) throw new GatewayError(503, 'payment_method_disabled', 'Payment method a (Stripe) is not configured: PAYMENT_A_SECRET_KEY is missing.');
   const Stripe = (sdk ??= (await import('stripe')).default);
@@ -107,41 +108,7 @@ export const stripeProvider: PaymentProvider = {
     }
   },
   async verifyWebhook(gw, raw, headers) {
-    const secret = gw.env.get('PAYMENT_A_WEBHOOK_SECRET');
-    const text = new TextDecoder().decode(raw);
-    let event: Stripe.Event;
-    if (secret) {
-      const sig = headers.get('stripe-signature');
-      if (!sig) throw badRequest('invalid_signature', 'The Stripe-Signature header is missing.');
-      // Stripe's library checks only the event's age: a timestamp in the future passes it. Both
-      // directions are held to the tolerance here (a signed event is not good for later).
-      const t = Number(/(?:^|,)\s*t=(\d+)/.exec(sig)?.[1]);
-      if (!Number.isFinite(t) || t - Date.now() / 1000 > TOLERANCE_S) {
-        throw badRequest('invalid_signature', 'The webhook signature is not valid, or its timestamp is outside the 5-minute tolerance.');
-      }
-      try {
-        const c = await client(gw);
-        crypto ??= sdk!.createSubtleCryptoProvider();
-        event = await c.webhooks.constructEventAsync(text, sig, secret, TOLERANCE_S, crypto);
-      } catch {
-        throw badRequest('invalid_signature', 'The webhook signature is not valid, or its timestamp is outside the 5-minute tolerance.');
-      }
-    } else {
-      // No signing secret: trust only what Stripe's API says this event is.
-      let id: unknown;
-      try {
-        id = (JSON.parse(text) as { id?: unknown }).id;
-      } catch {
-        throw badRequest('invalid_event', 'The webhook body is not JSON.');
-      }
-      if (typeof id !== 'string' || !/^evt_[A-Za-z0-9_]+$/.test(id)) throw badRequest('invalid_event', 'The webhook body has no event id.');
-      try {
-        event = await (await client(gw)).events.retrieve(id);
-      } catch (e) {
-        if (sdk && e instanceof sdk.errors.StripeInvalidRequestError) throw badRequest('unverified_event', 'Stripe does not know this event.');
-        throw upstream(e);
-      }
-    }
+    const event = await verifiedStripeEvent(gw, raw, headers);
     let refund;
     try {
       refund = await stripeRefundFacts(await client(gw), event);
@@ -166,7 +133,51 @@ export const stripeProvider: PaymentProvider = {
   },
 };
 
-function upstream(e: unknown): GatewayError {
+/**
+ * The Stripe event of a webhook delivery: its signature checked on the raw body (5-minute
+ * tolerance both ways), or, with no signing secret, fetched back from Stripe's API by its id.
+ * Throws 400 invalid_signature / invalid_event / unverified_event. Also used by plans.
+ */
+export async function verifiedStripeEvent(gw: GatewayContext, raw: Uint8Array, headers: Headers): Promise<Stripe.Event> {
+  const secret = gw.env.get('PAYMENT_A_WEBHOOK_SECRET');
+  const text = new TextDecoder().decode(raw);
+  let event: Stripe.Event;
+  if (secret) {
+    const sig = headers.get('stripe-signature');
+    if (!sig) throw badRequest('invalid_signature', 'The Stripe-Signature header is missing.');
+    // Stripe's library checks only the event's age: a timestamp in the future passes it. Both
+    // directions are held to the tolerance here (a signed event is not good for later).
+    const t = Number(/(?:^|,)\s*t=(\d+)/.exec(sig)?.[1]);
+    if (!Number.isFinite(t) || t - Date.now() / 1000 > TOLERANCE_S) {
+      throw badRequest('invalid_signature', 'The webhook signature is not valid, or its timestamp is outside the 5-minute tolerance.');
+    }
+    try {
+      const c = await client(gw);
+      crypto ??= sdk!.createSubtleCryptoProvider();
+      event = await c.webhooks.constructEventAsync(text, sig, secret, TOLERANCE_S, crypto);
+    } catch {
+      throw badRequest('invalid_signature', 'The webhook signature is not valid, or its timestamp is outside the 5-minute tolerance.');
+    }
+  } else {
+    // No signing secret: trust only what Stripe's API says this event is.
+    let id: unknown;
+    try {
+      id = (JSON.parse(text) as { id?: unknown }).id;
+    } catch {
+      throw badRequest('invalid_event', 'The webhook body is not JSON.');
+    }
+    if (typeof id !== 'string' || !/^evt_[A-Za-z0-9_]+$/.test(id)) throw badRequest('invalid_event', 'The webhook body has no event id.');
+    try {
+      event = await (await client(gw)).events.retrieve(id);
+    } catch (e) {
+      if (sdk && e instanceof sdk.errors.StripeInvalidRequestError) throw badRequest('unverified_event', 'Stripe does not know this event.');
+      throw upstream(e);
+    }
+  }
+  return event;
+}
+
+export function upstream(e: unknown): GatewayError {
   if (e instanceof GatewayError) return e;
   // a Stripe error implies the SDK is loaded
   const msg = sdk && e instanceof sdk.errors.StripeError ? e.message : String((e as Error)?.message ?? e);

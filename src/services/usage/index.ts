@@ -21,6 +21,7 @@ import { REQUEST_LOGS } from '../../kernel/request-log.ts';
 import { dayRange, statsGroup, usageStats } from './stats.ts';
 import { keyUsageStats } from './key-stats.ts';
 import { SUMMARY_LIMIT, SUMMARY_MAX_LIMIT, summaryPage } from './summary.ts';
+import { meDailyAction } from './me-daily.ts';
 
 export { UsageBuffer } from './sink.ts';
 
@@ -230,6 +231,7 @@ export const usageService = defineService({
         return page(gateway, q, input.cursor, input.limit);
       },
     }),
+    'me/daily': meDailyAction,
     list: action({
       method: 'GET',
       auth: ['admin', 'bureau'],

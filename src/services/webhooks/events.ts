@@ -16,6 +16,13 @@ export const CITY_EVENTS = [
   'user.created',
   'city.paused',
   'city.activated',
+  // plans (issue 34)
+  'subscription.created',
+  'subscription.renewed',
+  'subscription.past_due',
+  'subscription.canceled',
+  'subscription.ended',
+  'plan.window_exhausted',
 ] as const;
 /** Events about the deployment, for the operator's endpoints (city '*') only. */
 export const OPERATOR_EVENTS = ['upstream.circuit_opened', 'upstream.circuit_closed', 'webhook.endpoint_disabled'] as const;

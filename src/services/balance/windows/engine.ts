@@ -19,10 +19,12 @@ import { newId } from '../../../kernel/crypto.ts';
 import type { GatewayContext } from '../../../kernel/context.ts';
 import { isUniqueViolation, type Db } from '../../../db/database.ts';
 import { BUCKET_MS, windowClock, type RollingWindows, type WindowHold, type WindowRefusal, type WindowSpec, type WindowState } from '../../../kernel/windows.ts';
-import { bucketsOf, minuteOf, parseRead, readStatement, returnStatements, takeStatements, type TakeRead } from './sql.ts';
+import { bucketsOf, keepFrom, minuteOf, parseRead, pruneStatement, readStatement, returnStatements, takeStatements, type TakeRead } from './sql.ts';
 import { sql, type CompiledQuery } from 'kysely';
 
 const SLICE_HOLDS = 16;
+/** How often a process removes a scope's buckets that no window reads any more (with a take). */
+const PRUNE_EVERY_MS = 3_600_000;
 const IDLE_MS = 1000;
 const DEFAULT_FLUSH_MS = 200;
 
@@ -42,8 +44,9 @@ interface ScopeState {
   /** The slice of the current minute, if any; older slices wait in `#old` for their calls. */
   current: Slice | null;
   taking: Promise<TakeRead & { windows: readonly WindowSpec[]; minute: number }> | null;
-  /** What the windows had left at the last take (sizes the next slice). */
+  /** What the windows had left at the last take (sizes the next slice), and the tightest one's name. */
   left: number | null;
+  tightest: string;
 }
 
 type SliceHold = WindowHold & { [k: symbol]: Slice | undefined };
@@ -55,6 +58,8 @@ export class WindowEngine implements RollingWindows {
   readonly now: () => number;
   readonly owner = newId('win', 12);
   #scopes = new Map<string, ScopeState>();
+  /** When this process last pruned each scope's old buckets. */
+  #pruned = new Map<string, number>();
   #old = new Set<Slice>();
   #key = Symbol('window slice');
   #timer: ReturnType<typeof setTimeout> | null = null;
@@ -92,7 +97,7 @@ export class WindowEngine implements RollingWindows {
       if (s && free(s) >= credits) {
         s.held += credits;
         s.lastUse = Date.now();
-        const hold: SliceHold = { scope, credits };
+        const hold: SliceHold = { scope, credits, remaining: Math.max(0, (st.left ?? 0) + free(s)), window: st.tightest };
         hold[this.#key] = s;
         return hold;
       }
@@ -103,7 +108,8 @@ export class WindowEngine implements RollingWindows {
       if (got.minute !== minute || got.windows !== windows) continue; // another call's take: look again
       // Refused. Credits other live processes hold in slices of this minute may come back
       // within an idle period and a flush: wait that long before refusing (no false 429).
-      const mine = s ? s.taken : 0;
+      const cur = st.current as Slice | null;
+      const mine = cur && cur.minute === minute ? cur.taken : 0; // this process's own slice is no one else's
       const elsewhere = Math.max(0, got.open - mine);
       const short = this.#blocking(windows, got, missing);
       if (!short) continue;
@@ -150,7 +156,7 @@ export class WindowEngine implements RollingWindows {
 
   #state(scope: string): ScopeState {
     let st = this.#scopes.get(scope);
-    if (!st) this.#scopes.set(scope, (st = { scope, current: null, taking: null, left: null }));
+    if (!st) this.#scopes.set(scope, (st = { scope, current: null, taking: null, left: null, tightest: '' }));
     return st;
   }
 
@@ -168,9 +174,23 @@ export class WindowEngine implements RollingWindows {
       const takeId = newId('wt', 12);
       const at = this.now();
       const { statements, read } = takeStatements(this.db, st.scope, windows, minute, amount, takeId, at);
+      // Now and then the same batch removes buckets older than every window (after the scope's
+      // lock on PostgreSQL): a scope keeps about its longest window's minutes, not all of them.
+      const keep = this.now() - (this.#pruned.get(st.scope) ?? 0) >= PRUNE_EVERY_MS ? keepFrom(windows, minute) : null; // the windows' clock
+      if (keep !== null) {
+        if (this.#pruned.size > 100_000) this.#pruned.clear();
+        this.#pruned.set(st.scope, this.now());
+        statements.splice(statements.length - 1, 0, pruneStatement(this.db, st.scope, keep));
+      }
       const res = await this.db.batch(statements);
       const r = read(res[res.length - 1].rows as Record<string, unknown>[]);
-      st.left = Math.min(...windows.map((w, i) => w.limit - r.used[i]));
+      st.left = Infinity;
+      windows.forEach((w, i) => {
+        if (w.limit - r.used[i] < st.left!) {
+          st.left = w.limit - r.used[i];
+          st.tightest = stateOf(w, 0, null).name;
+        }
+      });
       if (r.took > 0) {
         if (st.current && st.current.minute !== minute) this.#retire(st);
         if (st.current) st.current.taken += amount;

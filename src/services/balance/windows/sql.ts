@@ -52,6 +52,24 @@ export function takeStatements(db: Db, scope: string, windows: readonly WindowSp
   return { statements, read: (rows) => parseRead(rows[0], windows.length) };
 }
 
+/**
+ * The oldest minute any of these windows still reads (null: none reads buckets, or one reads
+ * them all): older buckets can go. A window without end reads the scope's total, not buckets.
+ */
+export function keepFrom(windows: readonly WindowSpec[], minute: number): number | null {
+  let from = minute;
+  for (const w of windows) {
+    if (w.seconds) from = Math.min(from, minute - bucketsOf(w.seconds) + 1);
+    else if (w.since !== undefined) from = Math.min(from, minuteOf(w.since));
+  }
+  return from < minute ? from : null;
+}
+
+/** Removes a scope's buckets no window reads any more (run now and then with a take). */
+export function pruneStatement(db: Db, scope: string, before: number): CompiledQuery {
+  return sql`DELETE FROM window_buckets WHERE scope = ${scope} AND minute < ${int(before)} AND open_slices = 0`.compile(db.kysely);
+}
+
 export function readStatement(db: Db, scope: string, windows: readonly WindowSpec[], minute: number, takeId = ''): CompiledQuery {
   const cols = windows.flatMap((w, i) => [sql`${usedIn(scope, w, minute)} AS ${sql.ref(`u${i}`)}`, sql`${oldestIn(scope, w, minute)} AS ${sql.ref(`o${i}`)}`]);
   return sql`SELECT
