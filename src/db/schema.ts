@@ -416,6 +416,7 @@ export interface Schema {
   webhook_attempts: WebhookAttemptsTable;
   webhook_alerts: WebhookAlertsTable;
   webhook_marks: WebhookMarksTable;
+  mcp_servers: McpServersTable;
   _migrations: MigrationsTable;
 }
 
@@ -503,4 +504,28 @@ export interface WebhookMarksTable {
   user_id: string;
   mark: string;
   created_at: number;
+}
+
+// MCP servers per city (issue 36, migration 096).
+export interface McpServersTable {
+  server_id: string;
+  city_id: string;
+  /** Unique in the city; the prefix of its tools' names (`<name>__<tool>`). */
+  name: string;
+  url: string;
+  /** 'none' | 'headers' | 'oauth'. */
+  auth_type: string;
+  /** The credentials as JSON, sealed at rest (null: none). */
+  auth: string | null;
+  /** 'all' | 'allow' | 'deny': how `tools` (a JSON array of tool names) filters. */
+  tool_filter: string;
+  tools: string;
+  /** Credits per call, and per-tool overrides (JSON object tool → credits). */
+  price: number;
+  prices: string;
+  timeout_ms: number;
+  enabled: number;
+  description: string;
+  created_at: number;
+  updated_at: number;
 }

@@ -116,7 +116,7 @@ export function openApiDocument(services: Iterable<ServiceDef>, info: { title: s
   for (const s of services) {
     tags.push({ name: s.id, description: s.description ?? s.name });
     for (const [id, action] of Object.entries(s.actions)) {
-      const path = `/v1/${s.id}/${id.endsWith('/*') ? `${id.slice(0, -2)}/{path}` : id}`;
+      const path = id === '' ? `/v1/${s.id}` : `/v1/${s.id}/${id.endsWith('/*') ? `${id.slice(0, -2)}/{path}` : id}`;
       paths[path] = { [action.method.toLowerCase()]: operation(s, id, action) };
     }
   }

@@ -1,0 +1,100 @@
+// Talking to an upstream MCP server: the official SDK's client over Streamable HTTP, through a
+// fetch that (1) goes out by the outbound policy's guarded transport (the server's address is
+// checked at connect time, like every URL a caller can make citygate fetch), (2) carries only
+// the server's own credentials — nothing of the caller's request is ever copied into it — and
+// (3) never opens the server-initiated GET stream: citygate relays no notifications, so it
+// answers that GET itself with 405, as a stateless server would.
+//
+// Node keeps one connected client per server per process (reused: no initialize round trip
+// per call); a client whose session the upstream forgot (404) is dropped and connected again.
+// On Workers (no graceful stop) nothing outlives a request: each call connects afresh.
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { GatewayContext } from '../../kernel/context.ts';
+import { checkUrl, outboundRules } from '../../kernel/outbound/policy.ts';
+import { accessToken, forgetToken } from './oauth.ts';
+import { openAuth, type ServerAuth, type ServerRow } from './store.ts';
+
+const VERSION = '0.1.0';
+
+const clients = new Map<string, Promise<Client>>();
+const keyOf = (row: ServerRow) => `${row.server_id}\x1f${row.updated_at}`;
+
+/** A fetch for one server: guarded, with its credentials, without the GET stream. */
+function serverFetch(gw: GatewayContext, row: Pick<ServerRow, 'server_id' | 'url'>, auth: ServerAuth): typeof fetch {
+  const rules = outboundRules(gw.env);
+  checkUrl(new URL(row.url), rules);
+  const send = async (input: string | URL | Request, init: RequestInit | undefined, fresh: boolean): Promise<Response> => {
+    const headers = new Headers(init?.headers);
+    if (auth.type === 'headers') for (const [k, v] of Object.entries(auth.headers)) headers.set(k, v);
+    if (auth.type === 'oauth') {
+      if (fresh) forgetToken(row.server_id, auth);
+      headers.set('authorization', `Bearer ${await accessToken(gw, row.server_id, auth, init?.signal ?? undefined)}`);
+    }
+    const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
+    return gw.http.untrusted(url, { ...init, headers, redirect: 'manual' }, rules);
+  };
+  return (async (input: string | URL | Request, init?: RequestInit) => {
+    if ((init?.method ?? 'GET').toUpperCase() === 'GET') return new Response(null, { status: 405, headers: { allow: 'POST' } });
+    const res = await send(input, init, false);
+    // An expired or revoked token: one more try with a new one.
+    if (res.status === 401 && auth.type === 'oauth') {
+      await res.body?.cancel().catch(() => {});
+      return send(input, init, true);
+    }
+    return res;
+  }) as typeof fetch;
+}
+
+/** A new connected client (initialize done) for the server. */
+export async function connect(gw: GatewayContext, row: ServerRow, opts: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<Client> {
+  const auth = await openAuth(gw, row);
+  const transport = new StreamableHTTPClientTransport(new URL(row.url), { fetch: serverFetch(gw, row, auth), reconnectionOptions: { maxRetries: 0, initialReconnectionDelay: 1000, maxReconnectionDelay: 1000, reconnectionDelayGrowFactor: 1 } });
+  const client = new Client({ name: 'citygate', version: VERSION }, { capabilities: {} });
+  client.onerror = () => {}; // transport noise (the refused GET stream); calls report their own errors
+  try {
+    await client.connect(transport, { timeout: opts.timeoutMs ?? row.timeout_ms, signal: opts.signal });
+  } catch (e) {
+    await client.close().catch(() => {});
+    throw e;
+  }
+  return client;
+}
+
+/** A connected client for the server: this process's (Node), or a new one (Workers). */
+export function clientFor(gw: GatewayContext, row: ServerRow, signal?: AbortSignal): { client: Promise<Client>; done(): void; drop(): void } {
+  if (!gw.config.gracefulStop) {
+    const client = connect(gw, row, { signal });
+    const close = () => void client.then((c) => c.close()).catch(() => {});
+    return { client, done: close, drop: close };
+  }
+  const k = keyOf(row);
+  let client = clients.get(k);
+  if (!client) {
+    for (const [old, c] of clients) if (old.startsWith(`${row.server_id}\x1f`)) (clients.delete(old), void c.then((x) => x.close()).catch(() => {}));
+    client = connect(gw, row);
+    clients.set(k, client);
+    client.catch(() => clients.delete(k));
+  }
+  const mine = client;
+  return {
+    client: mine,
+    done() {},
+    drop() {
+      if (clients.get(k) === mine) clients.delete(k);
+      void mine.then((c) => c.close()).catch(() => {});
+    },
+  };
+}
+
+/** Forget this process's client of a server (changed or removed). */
+export function dropServer(serverId: string): void {
+  for (const [k, c] of clients) if (k.startsWith(`${serverId}\x1f`)) (clients.delete(k), void c.then((x) => x.close()).catch(() => {}));
+}
+
+/** Closes every cached client (graceful stop). */
+export async function closeAll(): Promise<void> {
+  const all = [...clients.values()];
+  clients.clear();
+  await Promise.allSettled(all.map((c) => c.then((x) => x.close())));
+}
