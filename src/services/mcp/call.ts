@@ -17,6 +17,7 @@ import { AiCall } from '../ai/meter.ts';
 import type { Mode } from '../ai/catalog/registry.ts';
 import { breakerKey, breakerOf } from './breaker.ts';
 import { classify, fromGatewayError, gatewayMcpError } from './errors.ts';
+import { scrub } from './secrets.ts';
 import { cityServers } from './store.ts';
 import { priceOf, splitName, toolAllowed } from './tools.ts';
 import { clientFor } from './upstream.ts';
@@ -114,7 +115,12 @@ export async function callTool(ctx: ToolCallContext, name: string, args: Record<
   observe(row.name, name, ms, '');
   await call.finish('ok', {});
   count(result.isError ? 'tool_error' : 'ok');
-  return result;
+  return result.isError ? scrubbed(result) : result;
+}
+
+/** A tool's error result with every held secret taken out of its text (an upstream's error, like any other). */
+function scrubbed(r: CallToolResult): CallToolResult {
+  return { ...r, content: r.content.map((c) => (c.type === 'text' ? { ...c, text: scrub(c.text) } : c)) };
 }
 
 function observe(server: string, tool: string, ms: number, errorType: string): void {
