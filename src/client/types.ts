@@ -14,6 +14,7 @@ import type { envService } from '../services/env/index.ts';
 import type { paymentService } from '../services/payment/index.ts';
 import type { usageService } from '../services/usage/index.ts';
 import type { webhooksService } from '../services/webhooks/index.ts';
+import type { mcpService } from '../services/mcp/index.ts';
 
 /** Every stock service's actions, by service id and action id. */
 export interface Registry {
@@ -26,6 +27,7 @@ export interface Registry {
   usage: (typeof usageService)['actions'];
   ai: (typeof aiService)['actions'];
   webhooks: (typeof webhooksService)['actions'];
+  mcp: (typeof mcpService)['actions'];
 }
 
 export type ServiceId = keyof Registry;

@@ -30,9 +30,9 @@ after(() => Promise.all([full?.stop(), small?.stop()]));
 function actionsOf(d: any): Record<string, Record<string, string>> {
   const out: Record<string, Record<string, string>> = {};
   for (const [path, ops] of Object.entries<any>(d.paths)) {
-    const m = /^\/v1\/([^/]+)\/(.+)$/.exec(path);
-    if (!m) continue;
-    const action = m[2].replace(/\{path\}$/, '*');
+    const m = /^\/v1\/([^/]+)(?:\/(.+))?$/.exec(path); // `/v1/mcp`: the service's own endpoint, action ''
+    if (!m || path === '/v1/services') continue; // the kernel's own route, not an action
+    const action = (m[2] ?? '').replace(/\{path\}$/, '*');
     for (const method of Object.keys(ops)) (out[m[1]] ??= {})[action] = method.toUpperCase();
   }
   return out;
