@@ -71,17 +71,19 @@ const recordFilters = {
   city_id: cityIdSchema.optional(),
   user_id: z.string().min(1).max(200).optional(),
   model: z.string().max(200).optional(),
+  mode: z.string().max(40).optional().describe("the call's mode, e.g. chat, embeddings; 'mcp': tool calls through /v1/mcp"),
   status: z.enum(['ok', 'error', 'aborted']).optional(),
   from: timeBound.optional(),
   to: timeBound.optional(),
 };
 
 /** The usage records those filters select (cityId already scoped to the caller). */
-function filteredRecords(gateway: GatewayContext, cityId: string | undefined, f: { user_id?: string; model?: string; status?: 'ok' | 'error' | 'aborted'; from?: number; to?: number }) {
+function filteredRecords(gateway: GatewayContext, cityId: string | undefined, f: { user_id?: string; model?: string; mode?: string; status?: 'ok' | 'error' | 'aborted'; from?: number; to?: number }) {
   let q = gateway.db.kysely.selectFrom('usage').selectAll();
   if (cityId) q = q.where('city_id', '=', cityId);
   if (f.user_id) q = q.where('user_id', '=', f.user_id);
   if (f.model) q = q.where('model', '=', f.model);
+  if (f.mode) q = q.where('mode', '=', f.mode);
   if (f.status) q = q.where('status', '=', f.status);
   if (f.from !== undefined) q = q.where('created_at', '>=', f.from);
   if (f.to !== undefined) q = q.where('created_at', '<', f.to);
