@@ -128,7 +128,7 @@ function ToolsOf({ server, tested, onSaved }: { server: Server; tested: Tested; 
                     <td><strong>{t.name}</strong>{t.description && <><br /><small>{t.description}</small></>}</td>
                     <td><code>{t.exposed_as}</code></td>
                     <td><Badge status={t.allowed ? 'active' : 'disabled'} /></td>
-                    <td><input aria-label={`Price of ${t.name}`} type="number" min="0" step="1" placeholder={String(server.price)} value={prices[t.name] ?? ''} onInput={(e) => setPrices({ ...prices, [t.name]: e.currentTarget.value })} /></td>
+                    <td><input aria-label={`Price of ${t.name}`} style={{ minWidth: "6rem" }} type="number" min="0" step="1" placeholder={String(server.price)} value={prices[t.name] ?? ''} onInput={(e) => setPrices({ ...prices, [t.name]: e.currentTarget.value })} /></td>
                   </tr>
                 ))}
               </tbody>
