@@ -102,6 +102,16 @@ export function createClient(opts: ClientOptions) {
     },
     /** The signed-in user's profile. */
     me: j('accounts', 'me'),
+    /**
+     * The user's own API keys (needs a login token: a key cannot manage keys). `create` answers
+     * `{ key, secret }`: the secret (`cg_key_…`) is shown this once.
+     */
+    keys: {
+      create: j('accounts', 'keys/create'),
+      list: j('accounts', 'keys/list'),
+      update: j('accounts', 'keys/update'),
+      revoke: j('accounts', 'keys/revoke'),
+    },
   };
 
   const ai = {
@@ -223,6 +233,13 @@ export function createAdminClient(opts: AdminClientOptions) {
     },
     accounts: {
       users: j('accounts', 'users'),
+      /** Users' API keys: a bureau names `user_id`, the admin `city_id` and `user_id`. */
+      keys: {
+        create: j('accounts', 'keys/create'),
+        list: j('accounts', 'keys/list'),
+        update: j('accounts', 'keys/update'),
+        revoke: j('accounts', 'keys/revoke'),
+      },
     },
     balance: {
       list: j('balance', 'list'),

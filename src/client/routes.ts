@@ -9,7 +9,7 @@ export const METHODS = {
   env: { list: 'GET', upsert: 'POST', remove: 'POST', import: 'POST' },
   cities: { list: 'GET', current: 'GET', get: 'GET', create: 'POST', pause: 'POST', activate: 'POST', remove: 'POST', 'tokens/apply': 'POST', update: 'POST', 'tokens/revoke': 'POST', 'keys/rotate': 'POST' },
   bureaus: { create: 'POST', list: 'GET', revoke: 'POST' },
-  accounts: { providers: 'GET', login: 'POST', 'oauth/start': 'POST', 'oauth/callback': 'GET', 'oauth/result': 'GET', logout: 'POST', me: 'GET', users: 'GET' },
+  accounts: { providers: 'GET', login: 'POST', 'oauth/start': 'POST', 'oauth/callback': 'GET', 'oauth/result': 'GET', logout: 'POST', me: 'GET', users: 'GET', 'keys/create': 'POST', 'keys/list': 'POST', 'keys/update': 'POST', 'keys/revoke': 'POST' },
   balance: { me: 'GET', history: 'GET', list: 'GET', get: 'GET', ledger: 'GET', adjust: 'POST' },
   payment: {
     methods: 'GET',

@@ -259,6 +259,8 @@ export interface UsageTable {
   base_credits: number | null;
   /** The alias the caller asked for, when it named one (migration 083). */
   alias: string | null;
+  /** The user API key the call was made with (migration 092), else null. */
+  key_id: Generated<string | null>;
 }
 
 /** Models as data (ai/models/*, migration 083). NULL fields: the built-in model of that id decides. */
@@ -382,6 +384,83 @@ export interface MigrationsTable {
   applied_at: number;
 }
 
+// Plans and rolling windows (issue 34, migration 094).
+export interface WindowScopesTable {
+  scope: string;
+  total: number;
+  updated_at: number;
+}
+
+export interface WindowBucketsTable {
+  scope: string;
+  minute: number;
+  used: number;
+  open_slices: number;
+  take_id: string | null;
+}
+
+export interface PlansTable {
+  plan_id: string;
+  city_id: string;
+  name: string;
+  description: string;
+  billing_interval: 'month' | 'year';
+  amount: number;
+  currency: string;
+  credits: number;
+  /** JSON: [{ seconds, limit }] */
+  windows: string;
+  /** JSON string[] or null (all the city's models) */
+  models: string | null;
+  /** JSON CityLimits or null (the city's) */
+  limits: string | null;
+  overflow: number;
+  stripe_price_id: string | null;
+  creem_product_id: string | null;
+  sort_order: number;
+  status: 'active' | 'archived';
+  created_at: number;
+  updated_at: number;
+}
+
+export interface SubscriptionsTable {
+  subscription_id: string;
+  city_id: string;
+  user_id: string;
+  plan_id: string;
+  provider: 'stripe' | 'creem' | 'manual';
+  provider_ref: string | null;
+  customer_ref: string | null;
+  checkout_ref: string | null;
+  status: 'incomplete' | 'active' | 'past_due' | 'canceled' | 'ended';
+  cancel_at_period_end: number;
+  period_start: number | null;
+  period_end: number | null;
+  past_due_since: number | null;
+  live: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface SubscriptionPeriodsTable {
+  subscription_id: string;
+  invoice_ref: string;
+  period_start: number;
+  period_end: number;
+  credits: number;
+  revoked: number;
+  created_at: number;
+}
+
+export interface SubscriptionEventsTable {
+  provider: string;
+  event_id: string;
+  type: string;
+  subscription_id: string | null;
+  outcome: string;
+  created_at: number;
+}
+
 export interface Schema {
   env: EnvTable;
   cities: CitiesTable;
@@ -416,6 +495,13 @@ export interface Schema {
   webhook_attempts: WebhookAttemptsTable;
   webhook_alerts: WebhookAlertsTable;
   webhook_marks: WebhookMarksTable;
+  user_keys: UserKeysTable;
+  window_scopes: WindowScopesTable;
+  window_buckets: WindowBucketsTable;
+  plans: PlansTable;
+  subscriptions: SubscriptionsTable;
+  subscription_periods: SubscriptionPeriodsTable;
+  subscription_events: SubscriptionEventsTable;
   mcp_servers: McpServersTable;
   _migrations: MigrationsTable;
 }
@@ -504,6 +590,31 @@ export interface WebhookMarksTable {
   user_id: string;
   mark: string;
   created_at: number;
+}
+
+// Users' API keys (issue 33, migration 092): the key is `cg_key_<key_id>_<secret>`; only its hash is kept.
+export interface UserKeysTable {
+  key_id: string;
+  city_id: string;
+  user_id: string;
+  name: string;
+  /** SHA-256 (hex) of the whole key string. */
+  secret_hash: string;
+  /** JSON array of model ids or aliases, or null (any the city allows). */
+  models: string | null;
+  budget_credits: number | null;
+  /** 'day' | 'week' | '30d', or null with budget_credits: a total budget. */
+  budget_window: string | null;
+  expires_at: number | null;
+  /** JSON array of CIDRs or addresses, or null (any). */
+  allowed_ips: string | null;
+  rpm: number | null;
+  status: 'active' | 'revoked';
+  revoked_at: number | null;
+  created_at: number;
+  /** Bumped by every change: processes poll by it. */
+  updated_at: number;
+  last_used_at: number | null;
 }
 
 // MCP servers per city (issue 36, migration 096).

@@ -9,6 +9,7 @@ import type { RuntimeEnv } from './runtime-env.ts';
 import type { ServiceDef } from './service.ts';
 import type { BlobStore } from './storage.ts';
 import type { KeyRing } from './tokens.ts';
+import type { UserKeys } from './user-keys.ts';
 import type { RateLimiter } from './rate-limit.ts';
 import type { PublicUrlFallback } from './public-url.ts';
 
@@ -33,6 +34,8 @@ export interface GatewayContext {
   readonly db: Db;
   readonly env: RuntimeEnv;
   readonly keys: KeyRing;
+  /** Users' API keys, verified and cached (user-keys.ts). */
+  readonly userKeys: UserKeys;
   readonly cities: CityStatusCache;
   /** Rate limits (counters in the database, see rate-limit.ts). */
   readonly limits: RateLimiter;

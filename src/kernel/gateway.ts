@@ -21,6 +21,7 @@ import type { ServiceDef } from './service.ts';
 import type { BlobStore } from './storage.ts';
 import { endOpenStreams, fetchHttp, type UpstreamHttp } from './http.ts';
 import { KeyRing } from './tokens.ts';
+import { UserKeys } from './user-keys.ts';
 import { secretsAtRest } from './secrets-boot.ts';
 import { MasterKeyError } from './secrets.ts';
 import { RateLimiter } from './rate-limit.ts';
@@ -113,6 +114,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
   const log = opts.logger ?? jsonLogger();
   const env = new RuntimeEnv(opts.db, opts.processEnv ?? {}, opts.envTtlMs);
   const keys = new KeyRing(opts.db);
+  const userKeys = new UserKeys(opts.db, { keepAlive: (p) => context.waitUntil(p), flushDelayMs: config.gracefulStop ? 500 : 0 });
   const cities = new CityStatusCache(opts.db);
   const limits = new RateLimiter(opts.db, env, cities, { writeThrough: !config.gracefulStop, keepAlive: (p) => context.waitUntil(p) });
   const services = new Map<string, ServiceDef>();
@@ -132,6 +134,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
     db: opts.db,
     env,
     keys,
+    userKeys,
     cities,
     limits,
     jobs: opts.jobs ?? inlineQueue(() => gateway),

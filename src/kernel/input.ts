@@ -76,7 +76,9 @@ export function validate<S extends z.ZodType>(schema: S, value: unknown): z.outp
   const r = schema.safeParse(value);
   if (r.success) return r.data;
   const issue = r.error.issues[0];
-  const param = issue.path.map(String).join('.');
+  // A field the schema does not know (strict objects) is named as the param too.
+  const unknown = issue.code === 'unrecognized_keys' ? [...issue.path, issue.keys[0]] : issue.path;
+  const param = unknown.map(String).join('.');
   const message = param ? `${param}: ${issue.message}` : issue.message;
   throw badRequest('invalid_input', message, param || undefined);
 }

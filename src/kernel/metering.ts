@@ -112,6 +112,8 @@ export interface MeterRecord extends Omit<Measured, 'cache_write_tokens' | 'cach
   note?: string;
   /** The alias the caller named; `model` is the model it names. */
   alias?: string;
+  /** The user API key the call was made with (accounts/keys). */
+  key_id?: string;
 }
 
 /** A reservation of credits made before an upstream call. */

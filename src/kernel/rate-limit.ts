@@ -66,7 +66,17 @@ interface UserKeys {
   cityRpm: string;
   cityTpm: string;
   /** The counters of the user's last request and the limits they were built for (shared: only limitText is ever set). */
-  last?: { urpm: number; crpm: number; utpm: number; ctpm: number; counters: readonly Counter[] };
+  last?: LastCounters;
+}
+
+interface LastCounters {
+  urpm: number;
+  crpm: number;
+  utpm: number;
+  ctpm: number;
+  /** A user API key's rpm (0: none). */
+  krpm: number;
+  counters: readonly Counter[];
 }
 
 /** This process's claimed request slots of one counter in one window. */
@@ -134,6 +144,8 @@ export class RateLimiter {
   #sweptAt = Date.now();
   /** city → user → its counter keys. */
   #keys = new Map<string, Map<string, UserKeys>>();
+  /** API key id → the counters of its last request (keys with an rpm of their own). */
+  #keyLast = new Map<string, LastCounters>();
   #batch: CounterBatch;
   #tokens: TokenCounts;
 
@@ -190,16 +202,26 @@ export class RateLimiter {
       const crpm = l.city_rpm ?? e.cityRpm;
       const utpm = l.user_tpm ?? e.userTpm;
       const ctpm = l.city_tpm ?? e.cityTpm;
-      if (urpm <= 0 && crpm <= 0 && utpm <= 0 && ctpm <= 0) return out; // no limit: no keys to build
+      // A user API key's own rpm (accounts/keys), on top of the user's and the city's.
+      const krpm = identity.key?.rpm ?? 0;
+      if (urpm <= 0 && crpm <= 0 && utpm <= 0 && ctpm <= 0 && krpm <= 0) return out; // no limit: no keys to build
       const k = this.#keysOf(identity.cityId, identity.userId);
-      // The same limits as this user's last request (the usual case): the same counters.
-      const last = k.last;
-      if (out.length === 0 && last && last.urpm === urpm && last.crpm === crpm && last.utpm === utpm && last.ctpm === ctpm) return last.counters;
+      // The same limits as this user's (or key's) last request (the usual case): the same counters.
+      const last = krpm > 0 ? this.#keyLast.get(identity.keyId!) : k.last;
+      if (out.length === 0 && last && last.urpm === urpm && last.crpm === crpm && last.utpm === utpm && last.ctpm === ctpm && last.krpm === krpm) return last.counters;
       if (urpm > 0) out.push({ key: k.userRpm, kind: 'requests', limit: urpm });
       if (crpm > 0) out.push({ key: k.cityRpm, kind: 'requests', limit: crpm });
       if (utpm > 0) out.push({ key: k.userTpm, kind: 'tokens', limit: utpm });
       if (ctpm > 0) out.push({ key: k.cityTpm, kind: 'tokens', limit: ctpm });
-      if (!ipLimited) k.last = { urpm, crpm, utpm, ctpm, counters: out };
+      if (krpm > 0) out.push({ key: `k:${identity.keyId}:rpm`, kind: 'requests', limit: krpm });
+      if (!ipLimited) {
+        const built = { urpm, crpm, utpm, ctpm, krpm, counters: out };
+        if (krpm === 0) k.last = built;
+        else {
+          if (this.#keyLast.size > 10_000) this.#keyLast.clear();
+          this.#keyLast.set(identity.keyId!, built);
+        }
+      }
     }
     return out;
   }
@@ -449,7 +471,7 @@ export class RateLimiter {
   #refuse(c: Counter, n: number, resetMs: number, counters: readonly Counter[], counts: number[]): GatewayError {
     const all = counters.map((d, i) => (d === c ? n : counts[i]));
     const headers = { 'retry-after': String(Math.max(1, Math.ceil(resetMs / 1000))), ...this.#headers(counters, all, resetMs) };
-    const who = c.key.startsWith('ip:') ? 'this client address' : c.key.startsWith('c:') ? 'this city' : 'this user';
+    const who = c.key.startsWith('ip:') ? 'this client address' : c.key.startsWith('c:') ? 'this city' : c.key.startsWith('k:') ? 'this API key' : 'this user';
     const unit = c.kind === 'requests' ? 'requests' : 'tokens';
     return new GatewayError(429, 'rate_limited', `Rate limit reached for ${who}: ${c.limit} ${unit} per minute. Retry after ${headers['retry-after']} s.`, { headers });
   }

@@ -2,7 +2,7 @@
 // in JSON answers and in streams). Two nets: every secret value the gateway holds, matched
 // exactly (registered by whoever holds them: the env's secret keys, the admin key, the master
 // key, upstream keys), and anything shaped like a credential (`sk-…`, `Bearer …`, JWTs such as
-// user tokens, citygate's admin and bureau keys, Stripe, Google, GitHub, AWS, Slack keys,
+// user tokens, citygate's admin and bureau keys and users' API keys (`cg_key_…`), Stripe, Google, GitHub, AWS, Slack keys,
 // `api_key=…`). Used on error paths, and for request logs after their call: nothing here runs
 // on the path of a successful call.
 
@@ -19,7 +19,7 @@ export function addSecretSource(f: () => Iterable<string | null | undefined>): (
 const SHAPES: [RegExp, string][] = [
   [/\b(Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{6,}/gi, `$1 ${REDACTED}`],
   [/\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*/g, REDACTED], // JWT (user tokens)
-  [/\bcg_(admin|bureau)_[A-Za-z0-9_-]+/g, REDACTED],
+  [/\bcg_(admin|bureau|key)_[A-Za-z0-9_-]+/g, REDACTED], // citygate's admin, bureau and users' API keys
   [/\b(sk|pk|rk)-[A-Za-z0-9_-]{6,}/g, REDACTED], // OpenAI, Anthropic (sk-ant-…), most compatible APIs
   [/\b(sk|rk|pk)_(live|test)_[A-Za-z0-9]{6,}/g, REDACTED], // Stripe
   [/\bwhsec_[A-Za-z0-9+/=]{6,}/g, REDACTED],

@@ -1,6 +1,6 @@
 // Issue 15 on the edge: the stock Worker in workerd (Miniflare) on a local D1, with a second
 // isolate on the same D1. Rate limits (requests and tokens) hold across both isolates; revocation reaches both
-// within 3 s; secrets are sealed in D1 and a wrong master key refuses to serve; a user budget
+// within 3 s, and so does a user API key's revocation; secrets are sealed in D1 and a wrong master key refuses to serve; a user budget
 // refuses before the upstream; a Stripe refund delivered 5 times debits once.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -148,6 +148,32 @@ describe('revocation on D1, across two isolates', () => {
     const newer = await token('edge-rev', 'carol');
     await until('the other isolate to verify a token of the new key', async () => (await me(1, newer)).status === 200, 5000);
     assert.equal((await call(w.url, 'GET', '/.well-known/jwks.json')).body.keys.length, 2);
+  });
+});
+
+describe("users' API keys on D1, across two isolates", () => {
+  test('make a key, call with it on both isolates (usage carries it, last_used_at written), revoke: both refuse within 3 s', async () => {
+    const t = await token('edge-keys', 'dana');
+    const made = await at(0, 'POST', '/v1/accounts/keys/create', { token: t, body: { name: 'edge agent', models: ['stub-model'] } });
+    assert.equal(made.status, 200, made.text);
+    const { id } = made.body.key;
+    const key = made.body.secret as string;
+    for (const i of [0, 1] as const) assert.equal((await chat(i, key)).status, 200, `isolate ${i}`);
+    const other = await at(1, 'POST', '/v1/ai/chat/completions', { headers: { 'x-api-key': key }, body: { model: 'gpt-4o', messages: [{ role: 'user', content: 'hi' }] } });
+    assert.equal(other.status, 404, 'the allow-list holds on the edge');
+    await until('the usage records with the key', async () => (await w.sql<{ n: number }>(`SELECT COUNT(*) AS n FROM usage WHERE key_id = ?`, id))[0].n >= 2, 10_000);
+    await until('last_used_at', async () => (await w.sql<{ t: number | null }>(`SELECT last_used_at AS t FROM user_keys WHERE key_id = ?`, id))[0].t !== null, 10_000);
+    const stored = await w.sql<{ h: string }>(`SELECT secret_hash AS h FROM user_keys WHERE key_id = ?`, id);
+    assert.match(stored[0].h, /^[0-9a-f]{64}$/);
+    assert.ok(!JSON.stringify(await w.sql(`SELECT * FROM user_keys`)).includes(key.slice(20)), 'only the hash is stored');
+
+    const rv = await at(1, 'POST', '/v1/accounts/keys/revoke', { token: t, body: { id } });
+    assert.equal(rv.status, 200, rv.text);
+    const t0 = Date.now();
+    await until('both isolates to refuse the revoked key', async () => (await me(0, key)).status === 401 && (await me(1, key)).status === 401, 6000);
+    assert.ok(Date.now() - t0 < 3000, `took ${Date.now() - t0} ms`);
+    assert.equal(errorOf(await me(0, key)).code, 'key_revoked');
+    assert.ok(!w.logs().includes(key.slice(20)), "the key is not in the Worker's logs");
   });
 });
 

@@ -19,6 +19,8 @@ import usageListIndexes from './085_usage_list_indexes.ts';
 import requestLogs from './086_request_logs.ts';
 import usagePartitions from './088_usage_partitions.ts';
 import webhooks from './090_webhooks.ts';
+import userKeys from './092_user_keys.ts';
+import plans from './094_plans.ts';
 import mcpServers from './096_mcp_servers.ts';
 
 /** One statement: portable SQL (translated for PostgreSQL by dialects/postgres-ddl.ts), or both texts. */
@@ -48,5 +50,7 @@ export const migrations: Migration[] = [
   { name: '086_request_logs', statements: requestLogs },
   { name: '088_usage_partitions', statements: usagePartitions },
   { name: '090_webhooks', statements: webhooks },
+  { name: '092_user_keys', statements: userKeys },
+  { name: '094_plans', statements: plans },
   { name: '096_mcp_servers', statements: mcpServers },
 ];

@@ -68,6 +68,10 @@ export function dispatcher(d: AdmissionDeps): (c: Context) => Promise<Response> 
       const status = cities.peek(identity.cityId)?.status ?? (await cities.get(identity.cityId));
       if (status === 'paused') throw new GatewayError(403, 'city_paused', 'This city is paused.');
       if (status !== 'active') throw new GatewayError(401, 'invalid_token', 'The city of this token no longer exists.');
+      // A user API key limited to some client addresses (accounts/keys allowed_ips).
+      if (identity.key?.ips && !identity.key.ips(limits.clientIp(req, d.socketIp?.(req, c.env) ?? null))) {
+        throw new GatewayError(403, 'ip_not_allowed', 'This API key is not allowed from this client address.');
+      }
     }
 
     // Rate limits: 429 before the body is read; the counters' state goes out as headers.

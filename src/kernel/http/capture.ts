@@ -50,7 +50,7 @@ export class Capture {
       mode,
       requestId,
       identity,
-      credential: bearer(req) || req.headers.get('x-api-key'),
+      credential: bearer(req) || req.headers.get('x-api-key') || req.headers.get('x-goog-api-key'),
       route,
       method: req.method,
       url: req.url,

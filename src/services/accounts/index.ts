@@ -13,6 +13,7 @@ import { action, defineService, pageQuery } from '../../kernel/service.ts';
 import { cityIdSchema, requireCity } from '../cities/index.ts';
 import { issueUserToken, userIdSchema } from '../cities/tokens.ts';
 import { ACCOUNTS, type AccountsCapability } from './capability.ts';
+import { keyActions } from './keys/actions.ts';
 import { logoutAction } from './logout.ts';
 import { CALLBACK_PATH, callbackUrl, handleCallback, readResult, startLogin } from './oauth.ts';
 import { PROVIDERS, providerConfig } from './providers.ts';
@@ -188,6 +189,7 @@ export const accountsService = defineService({
         return { items: page.map(toUser), next_cursor: more && last ? encodeCursor(last) : null };
       },
     }),
+    ...keyActions,
   },
 });
 

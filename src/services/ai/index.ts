@@ -15,7 +15,7 @@ import { asr, ASR_MAX_BYTES, asrJson, tts, ttsInput } from './media/speech.ts';
 import { modesOf, priceSourceOf, pricesOf } from './catalog/prices.ts';
 import { registryOf } from './state.ts';
 import { allModels, callerCity, unavailableReason } from './catalog/resolve.ts';
-import { cityAllows, cityPrices } from './catalog/city-prices.ts';
+import { cityAllows, cityPrices, keyAllows } from './catalog/city-prices.ts';
 import { modelActions } from './catalog/model-actions.ts';
 import { upstreamActions } from './routing/actions.ts';
 import { candidatesOf } from './routing/route.ts';
@@ -134,6 +134,7 @@ export const aiService = defineService({
           const available = candidatesOf(gw, m).length > 0 && modalities.length > 0;
           if (!admin && !available) continue;
           if (!cityAllows(city, m.id, m.id) && !(m.aliases ?? []).some((a) => cityAllows(city, m.id, a))) continue;
+          if (!keyAllows(identity, m.id, m.id) && !(m.aliases ?? []).some((a) => keyAllows(identity, m.id, a))) continue;
           const price = admin ? pricesOf(gw, m) : cityPrices(city, m.id, pricesOf(gw, m));
           const base = { id: m.id, name: m.name, description: m.description ?? '', modalities, tags: m.tags ?? [], meta: m.meta ?? {}, aliases: m.aliases ?? [], price };
           items.push(
@@ -209,7 +210,7 @@ export const aiService = defineService({
         await upstreamTableOf(gw).fresh();
         const city = await callerCity(gw, identity);
         const data = allModels(gw)
-          .filter((m) => cityAllows(city, m.id, m.id) && modesOf(gw, m).includes('messages') && candidatesOf(gw, m).length > 0)
+          .filter((m) => cityAllows(city, m.id, m.id) && keyAllows(identity, m.id, m.id) && modesOf(gw, m).includes('messages') && candidatesOf(gw, m).length > 0)
           .map((m) => ({ type: 'model' as const, id: m.id, display_name: m.name, created_at: '1970-01-01T00:00:00Z' }));
         return { data, has_more: false, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null };
       },

@@ -22,6 +22,9 @@ import {
   type Prices,
 } from '../../kernel/metering.ts';
 import { metrics } from '../../kernel/metrics.ts';
+import { GatewayError } from '../../kernel/errors.ts';
+import type { KeyLimits } from '../../kernel/identity.ts';
+import { WINDOWS, type RollingWindows, type WindowHold } from '../../kernel/windows.ts';
 import { pricesOf } from './catalog/prices.ts';
 import { cityPrices } from './catalog/city-prices.ts';
 import type { Mode, ModelDef } from './catalog/registry.ts';
@@ -105,6 +108,8 @@ export class AiCall {
   /** What the usage record should say about the call (e.g. hosted tools a translation left out). */
   note?: string;
   #finished = false;
+  /** The credits held in the window of the caller's API key budget, when it has one. */
+  #window: WindowHold | null = null;
   /** The user's key while counted against the default cap on calls in flight (concurrency.ts). */
   #counted: string | null = null;
 
@@ -142,6 +147,8 @@ export class AiCall {
     const credits = worstCostOf(this.prices, measured(worst));
     if (credits <= 0) return;
     try {
+      // A user API key's budget (accounts/keys): its window must take the hold too.
+      if (id.key?.budget) await this.#reserveKeyBudget(id.keyId!, id.key.budget, credits, opts.durable === true);
       this.state.hold = await billing.reserve({
         cityId: id.cityId,
         userId: id.userId,
@@ -152,12 +159,35 @@ export class AiCall {
         ...(opts.durable ? { durable: true } : {}),
       });
     } catch (e) {
+      if (this.#window) this.gw.use<RollingWindows>(WINDOWS)?.release(this.#window);
+      this.#window = null;
       // Refused before any upstream call: still one record, with the refusal's code.
       this.#record('error', NOTHING_MEASURED, (e as { code?: string }).code ?? 'billing_failed', 0);
       this.#finished = true;
       this.#leave();
       throw e;
     }
+  }
+
+  /**
+   * Holds `credits` in the key's budget window (402 key_budget_exceeded when they do not fit).
+   * A durable hold (a job another process may finish) is counted at once at its full amount:
+   * the window's hold lives in this process's memory.
+   */
+  async #reserveKeyBudget(keyId: string, budget: NonNullable<KeyLimits['budget']>, credits: number, durable: boolean): Promise<void> {
+    const windows = this.gw.use<RollingWindows>(WINDOWS);
+    if (!windows) return;
+    const got = await windows.reserve(`key:${keyId}`, budget.windows, credits);
+    if ('refused' in got) {
+      const w = got.window;
+      const span = w.seconds === null ? 'in total' : `in its ${w.name} window`;
+      const when = w.resets_at === null ? '' : `; credits come back from ${new Date(w.resets_at).toISOString()}`;
+      throw new GatewayError(402, 'key_budget_exceeded', `This call needs up to ${credits} credits but this API key has ${w.remaining} of its ${w.limit} credits left ${span}${when}.`, {
+        headers: got.retryAfterMs === null ? undefined : { 'retry-after': String(Math.ceil(got.retryAfterMs / 1000)) },
+      });
+    }
+    if (durable) windows.settle(got, credits);
+    else this.#window = got;
   }
 
   /**
@@ -180,6 +210,13 @@ export class AiCall {
       } catch (e) {
         this.gw.log('error', 'ai: settling a credit hold failed', { request_id: this.state.requestId, hold: hold.id, error: String(e) });
       }
+    }
+    const window = this.#window;
+    if (window) {
+      this.#window = null;
+      const windows = this.gw.use<RollingWindows>(WINDOWS);
+      if (credits === 0 && status !== 'ok') windows?.release(window);
+      else windows?.settle(window, credits);
     }
     const base = this.basePrices === this.prices ? credits : status !== 'ok' && isNothing(m) ? 0 : costOf(this.basePrices, m);
     this.#record(status, m, errorCode, credits, estimated === true && !isNothing(m), base);
@@ -220,6 +257,7 @@ export class AiCall {
     if (errorCode) r.error_code = errorCode;
     if (this.note) r.note = this.note;
     if (st.alias !== undefined) r.alias = st.alias;
+    if (id.kind === 'user' && id.keyId !== undefined) r.key_id = id.keyId;
     if (estimated) r.estimated = estimated;
     if (st.upstream !== undefined) {
       r.upstream = st.upstream;

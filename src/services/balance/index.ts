@@ -12,6 +12,7 @@ import { action, defineService, pageQuery } from '../../kernel/service.ts';
 import { cityIdSchema } from '../cities/index.ts';
 import { initialGrant } from './billing.ts';
 import { LeaseBilling } from './lease.ts';
+import { WINDOWS, WindowEngine } from './windows/index.ts';
 import { lowAlertWritten, moveStatements, newEntryId, openStatements, OPEN_LEN, toEntry, usdOf } from './ledger.ts';
 import { dispatchSoon } from '../webhooks/dispatch.ts';
 
@@ -62,6 +63,9 @@ async function ledgerPage(gw: GatewayContext, f: { cityId?: string; userId?: str
   };
 }
 
+/** This gateway's engines (another service may wrap the BILLING capability: stop the real ones). */
+const engines = new WeakMap<GatewayContext, { billing: LeaseBilling; windows: WindowEngine }>();
+
 export const balanceService = defineService({
   id: 'balance',
   name: 'Balance',
@@ -76,11 +80,16 @@ export const balanceService = defineService({
   init(gw) {
     const billing = new LeaseBilling(gw);
     gw.provide(BILLING, billing);
+    const windows = new WindowEngine(gw);
+    gw.provide(WINDOWS, windows); // rolling windows: plans, key budgets (issue 34)
+    engines.set(gw, { billing, windows });
     gw.waitUntil(billing.sweep());
     if (gw.config.gracefulStop) billing.startSweeper(); // a long-lived process: on a timer too
   },
   async stop(gw) {
-    await (gw.use(BILLING) as LeaseBilling | undefined)?.stop();
+    // Slices of windows first (their calls are done once the drain is), then the credit leases.
+    await engines.get(gw)?.windows.stop();
+    await engines.get(gw)?.billing.stop();
   },
   actions: {
     me: action({

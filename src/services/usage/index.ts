@@ -19,6 +19,7 @@ import { DEFAULT_REQUEST_LOG_RETENTION_DAYS } from './request-log/prune.ts';
 import { readRequestLog, requestLogOutput } from './request-log/read.ts';
 import { REQUEST_LOGS } from '../../kernel/request-log.ts';
 import { dayRange, statsGroup, usageStats } from './stats.ts';
+import { keyUsageStats } from './key-stats.ts';
 import { SUMMARY_LIMIT, SUMMARY_MAX_LIMIT, summaryPage } from './summary.ts';
 
 export { UsageBuffer } from './sink.ts';
@@ -59,7 +60,16 @@ const toUsage = (r: Selectable<UsageTable>) => ({
   estimated: r.estimated === 1,
   /** A remark on the call, e.g. hosted tools a translated call left out. */
   note: r.note ?? null,
+  /** The user API key the call was made with (accounts/keys), or null. */
+  key_id: r.key_id ?? null,
 });
+
+/** A user API key's id (as in its prefix cg_key_<id>; the prefix is accepted too). */
+const keyIdFilter = z
+  .string()
+  .trim()
+  .regex(/^(cg_key_)?[a-z0-9]{12}$/, 'a key id (12 of a-z, 0-9)')
+  .transform((s) => s.replace(/^cg_key_/, ''));
 
 /** A time bound: epoch ms, or an ISO date / date-time. */
 const timeBound = z
@@ -73,15 +83,17 @@ const recordFilters = {
   model: z.string().max(200).optional(),
   mode: z.string().max(40).optional().describe("the call's mode, e.g. chat, embeddings; 'mcp': tool calls through /v1/mcp"),
   status: z.enum(['ok', 'error', 'aborted']).optional(),
+  key_id: keyIdFilter.optional().describe('records of calls made with this API key'),
   from: timeBound.optional(),
   to: timeBound.optional(),
 };
 
 /** The usage records those filters select (cityId already scoped to the caller). */
-function filteredRecords(gateway: GatewayContext, cityId: string | undefined, f: { user_id?: string; model?: string; mode?: string; status?: 'ok' | 'error' | 'aborted'; from?: number; to?: number }) {
+function filteredRecords(gateway: GatewayContext, cityId: string | undefined, f: { user_id?: string; model?: string; mode?: string; status?: 'ok' | 'error' | 'aborted'; key_id?: string; from?: number; to?: number }) {
   let q = gateway.db.kysely.selectFrom('usage').selectAll();
   if (cityId) q = q.where('city_id', '=', cityId);
   if (f.user_id) q = q.where('user_id', '=', f.user_id);
+  if (f.key_id) q = q.where('key_id', '=', f.key_id);
   if (f.model) q = q.where('model', '=', f.model);
   if (f.mode) q = q.where('mode', '=', f.mode);
   if (f.status) q = q.where('status', '=', f.status);
@@ -211,11 +223,12 @@ export const usageService = defineService({
       method: 'GET',
       auth: ['user'],
       summary: 'Usage records of the calling user, newest first',
-      input: z.object({ city_id: z.string().optional(), model: z.string().max(200).optional(), ...pageQuery }),
+      input: z.object({ city_id: z.string().optional(), model: z.string().max(200).optional(), key_id: keyIdFilter.optional(), ...pageQuery }),
       handler: async ({ gateway, identity, input }) => {
         const { cityId, userId } = identity as Extract<Identity, { kind: 'user' }>;
         let q = gateway.db.kysely.selectFrom('usage').selectAll().where('city_id', '=', cityId).where('user_id', '=', userId);
         if (input.model) q = q.where('model', '=', input.model);
+        if (input.key_id) q = q.where('key_id', '=', input.key_id);
         return page(gateway, q, input.cursor, input.limit);
       },
     }),
@@ -277,11 +290,14 @@ export const usageService = defineService({
         to: day.optional(),
         city_id: cityIdSchema.optional(),
         model: z.string().max(200).optional(),
+        key_id: keyIdFilter.optional().describe('calls made with this API key (summed from its records, not the rollup)'),
         group: statsGroup,
       }),
       output: statsOutput,
-      handler: async ({ gateway, identity, input }) =>
-        usageStats(gateway, { from: input.from, to: input.to, cityId: scopeCity(identity, input.city_id), model: input.model, group: input.group }),
+      handler: async ({ gateway, identity, input }) => {
+        const f = { from: input.from, to: input.to, cityId: scopeCity(identity, input.city_id), model: input.model, group: input.group };
+        return input.key_id ? keyUsageStats(gateway, { ...f, keyId: input.key_id }) : usageStats(gateway, f);
+      },
     }),
   },
 });

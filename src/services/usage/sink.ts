@@ -36,7 +36,7 @@ type Row = Omit<Selectable<UsageTable>, 'seq'>;
 const COLUMNS = [
   'usage_id', 'request_id', 'city_id', 'user_id', 'identity', 'model', 'mode', 'status', 'error_code',
   'input_tokens', 'output_tokens', 'cached_tokens', 'images', 'seconds', 'credits', 'duration_ms', 'overhead_ms', 'created_at', 'estimated',
-  'upstream', 'attempts', 'lease_owner', 'cache_write_tokens', 'cache_write_1h_tokens', 'note', 'base_credits', 'alias',
+  'upstream', 'attempts', 'lease_owner', 'cache_write_tokens', 'cache_write_1h_tokens', 'note', 'base_credits', 'alias', 'key_id',
 ] as const satisfies readonly (keyof Row)[];
 /** Largest rows per INSERT on any dialect (bounds the statement text besides the parameter limit). */
 const MAX_ROWS_PER_INSERT = 256;
@@ -106,6 +106,7 @@ export function toRow(r: MeterRecord): Row {
     note: r.note ?? null,
     base_credits: r.base_credits === undefined ? int(r.credits) : int(r.base_credits),
     alias: r.alias ?? null,
+    key_id: r.key_id ?? null,
   };
 }
 

@@ -8,11 +8,18 @@
 // city's price of a model is made once per settings object (replaced when the city changes)
 // and base price, so a call allocates nothing here.
 import type { CitySettings } from '../../../kernel/city-settings.ts';
+import type { Identity } from '../../../kernel/identity.ts';
 import type { Prices } from '../../../kernel/metering.ts';
 
 /** May the city's users call this model (asked for by `asked`, an alias or its id)? */
 export function cityAllows(s: CitySettings | undefined, modelId: string, asked: string): boolean {
   const list = s?.models;
+  return !list || list.includes(modelId) || (asked !== modelId && list.includes(asked));
+}
+
+/** A user API key's allow-list (accounts/keys models), with the same rule: the model's id or the alias asked for. */
+export function keyAllows(identity: Identity, modelId: string, asked: string): boolean {
+  const list = identity.kind === 'user' ? identity.key?.models : null;
   return !list || list.includes(modelId) || (asked !== modelId && list.includes(asked));
 }
 

@@ -7,12 +7,13 @@
 // as an alias, when the registry has it (code, citygate.config.ts, TEXTPROVIDER_MODELS), or
 // when an ai_upstreams row names it; a model only ai_upstreams names is a chat model (text,
 // stream, compat, and the Responses and Messages APIs) priced by the catalog (prices.ts).
-// A user's city may narrow the models to its allow-list (city-prices.ts): any other is 404.
+// A user's city may narrow the models to its allow-list (city-prices.ts), and a user's API key
+// the city's to its own: any other is 404.
 import type { GatewayContext } from '../../../kernel/context.ts';
 import { GatewayError, notFound } from '../../../kernel/errors.ts';
 import type { Identity } from '../../../kernel/identity.ts';
 import type { CitySettings } from '../../../kernel/city-settings.ts';
-import { cityAllows } from './city-prices.ts';
+import { cityAllows, keyAllows } from './city-prices.ts';
 import { modelTableOf } from './models-table.ts';
 import { modesOf } from './prices.ts';
 import type { ProviderAdapter, ProviderCall } from '../providers/types.ts';
@@ -121,7 +122,8 @@ export async function resolveModel(gw: GatewayContext, identity: Identity, id: s
   if (loading) await loading;
   const model = lookupModel(gw, id);
   const city = identity.kind === 'user' ? (gw.cities.peek(identity.cityId)?.settings ?? (await gw.cities.settings(identity.cityId))) : undefined;
-  if (!model || !cityAllows(city, model.id, id)) throw notFound('model_not_found', `The model '${id}' does not exist.`, 'model');
+  // A user API key's allow-list narrows the city's: any other model is as unknown to it.
+  if (!model || !cityAllows(city, model.id, id) || !keyAllows(identity, model.id, id)) throw notFound('model_not_found', `The model '${id}' does not exist.`, 'model');
   const candidates = candidatesOf(gw, model);
   if (!candidates.length) {
     const msg = identity.kind === 'admin' ? `The model '${id}' is not callable: ${unavailableReason(gw, model)}.` : `The model '${id}' is not available now.`;
