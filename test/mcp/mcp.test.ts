@@ -207,7 +207,7 @@ describe('/v1/mcp', () => {
     assert.equal(span!.attributes.find((a) => a.key === 'citygate.credits')?.value.intValue, '1000');
   });
 
-  test("refused: no token, a bad token, another city's token, a revoked token", async () => {
+  test("refused: no token, a bad token, another city's token, a revoked token, a revoked key", async () => {
     await assert.rejects(mcpClient(), (e) => e instanceof StreamableHTTPError && e.code === 401);
     await assert.rejects(mcpClient('not-a-token'), (e) => e instanceof StreamableHTTPError && e.code === 401);
     const raw = await fetch(`${gw.url}/v1/mcp`, { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body: '{}' });
@@ -225,12 +225,22 @@ describe('/v1/mcp', () => {
     const c = await mcpClient(t);
     assert.equal((await client(gw.url, t).post('/v1/accounts/logout', {})).status, 200);
     await assert.rejects(c.listTools(), (e) => e instanceof StreamableHTTPError && e.code === 401);
+    // a user API key works as the Bearer (its usage record carries the key), until it is revoked
+    const made = await client(gw.url, tokenA).post('/v1/accounts/keys/create', { name: 'agent' });
+    assert.equal(made.status, 200, made.text);
+    const k = await mcpClient(made.body.secret);
+    assert.deepEqual((await k.callTool({ name: 'alpha__echo', arguments: { text: 'key' } })).content, [{ type: 'text', text: 'alpha:echo:key' }]);
+    const keyed = await until('the key’s record', async () => (await rows<{ credits: number }>(gw, `SELECT credits FROM usage WHERE key_id = ? AND mode = 'mcp'`, [made.body.key.id]))[0]);
+    assert.equal(Number(keyed.credits), 1000);
+    assert.equal((await client(gw.url, tokenA).post('/v1/accounts/keys/revoke', { id: made.body.key.id })).status, 200);
+    await assert.rejects(k.callTool({ name: 'alpha__echo', arguments: { text: 'key' } }), (e) => e instanceof StreamableHTTPError && e.code === 401);
     // GET (the server-initiated stream) is not offered
     const get = await fetch(`${gw.url}/v1/mcp`, { headers: { authorization: `Bearer ${tokenA}`, accept: 'text/event-stream' } });
     assert.equal(get.status, 405);
   });
 
   test('an upstream that is down or slow gives a clean MCP error, is not charged, and opens the breaker of that server only', async () => {
+    await until('earlier charges written', async () => (await unsettled(gw, 'ann')) === 0, 20_000);
     const c = await mcpClient(tokenA);
     const before = await balanceOf(tokenA);
     const slowErr = await mcpErrorOf(c.callTool({ name: 'slow__wait', arguments: {} }));
