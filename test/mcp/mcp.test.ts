@@ -207,6 +207,19 @@ describe('/v1/mcp', () => {
     assert.equal(span!.attributes.find((a) => a.key === 'citygate.credits')?.value.intValue, '1000');
   });
 
+  test('OAuth client credentials: the token is obtained once and reused, and obtained again when the upstream refuses it', async () => {
+    const c = await mcpClient(tokenA);
+    const n0 = beta.tokensIssued;
+    const seen = beta.requests.length;
+    for (const text of ['one', 'two']) assert.deepEqual((await c.callTool({ name: 'beta__search', arguments: { text } })).content, [{ type: 'text', text: `results for ${text}` }]);
+    assert.equal(beta.tokensIssued, n0, 'the token is reused');
+    assert.equal(beta.requests.length - seen, 2, 'one upstream request per call (no stray notifications)');
+    beta.revokeTokens();
+    assert.deepEqual((await c.callTool({ name: 'beta__search', arguments: { text: 'three' } })).content, [{ type: 'text', text: 'results for three' }]);
+    assert.equal(beta.tokensIssued, n0 + 1, 'a refused token is replaced once, and the call goes through');
+    await c.close();
+  });
+
   test("refused: no token, a bad token, another city's token, a revoked token, a revoked key", async () => {
     await assert.rejects(mcpClient(), (e) => e instanceof StreamableHTTPError && e.code === 401);
     await assert.rejects(mcpClient('not-a-token'), (e) => e instanceof StreamableHTTPError && e.code === 401);

@@ -39,6 +39,8 @@ export interface McpStub {
   delayMs: number;
   /** Answer every MCP request with 503. */
   failing: boolean;
+  /** Forget every OAuth token issued (the next request with one is a 401). */
+  revokeTokens(): void;
   close(): Promise<void>;
 }
 
@@ -50,7 +52,7 @@ async function readAll(req: IncomingMessage): Promise<Buffer> {
 
 export async function startMcpStub(o: McpStubOptions): Promise<McpStub> {
   const issued = new Set<string>();
-  const stub: McpStub = { url: '', origin: '', requests: [], calls: new Map(), tokensIssued: 0, delayMs: 0, failing: false, close: async () => {} };
+  const stub: McpStub = { url: '', origin: '', requests: [], calls: new Map(), tokensIssued: 0, delayMs: 0, failing: false, revokeTokens: () => issued.clear(), close: async () => {} };
 
   const build = () => {
     const server = new McpServer({ name: o.name, version: '1.0.0' });

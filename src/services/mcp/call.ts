@@ -72,8 +72,14 @@ export async function callTool(ctx: ToolCallContext, name: string, args: Record<
   breaker.begin(key);
   const span = ctx.timing.trace?.attempt({ operation: 'execute_tool', provider: 'mcp', requestModel: name, responseModel: name, upstream: `mcp:${row.name}`, baseUrl: row.url, carrier: [] });
   const started = performance.now();
-  let c = clientFor(gw, row, ctx.signal);
-  const once = async () => (await (await c.client).callTool({ name: parts.tool, arguments: args ?? {} }, undefined, { timeout: row.timeout_ms, signal: ctx.signal })) as CallToolResult;
+  // Aborted only while the call is out (the SDK keeps listening to a signal after its request
+  // ended, and would send the upstream a stray notifications/cancelled when the request's own
+  // signal fires at its end).
+  const ac = new AbortController();
+  const abort = () => ac.abort(ctx.signal.reason);
+  ctx.signal.addEventListener('abort', abort, { once: true });
+  let c = clientFor(gw, row, ac.signal);
+  const once = async () => (await (await c.client).callTool({ name: parts.tool, arguments: args ?? {} }, undefined, { timeout: row.timeout_ms, signal: ac.signal })) as CallToolResult;
   let result: CallToolResult;
   try {
     try {
@@ -82,14 +88,14 @@ export async function callTool(ctx: ToolCallContext, name: string, args: Record<
       // A kept client whose session the upstream no longer knows (it restarted): connect again, once.
       if (!(e instanceof StreamableHTTPError && e.code === 404) || !gw.config.gracefulStop) throw e;
       c.drop();
-      c = clientFor(gw, row, ctx.signal);
+      c = clientFor(gw, row, ac.signal);
       result = await once();
     }
   } catch (e) {
     const ms = performance.now() - started;
     ctx.timing.upstreamMs += ms;
     c.drop();
-    if (ctx.signal.aborted) {
+    if (ac.signal.aborted) {
       breaker.release(key);
       span?.fail('aborted');
       await call.finish('aborted', {}, 'client_closed');
@@ -106,6 +112,7 @@ export async function callTool(ctx: ToolCallContext, name: string, args: Record<
     if (f.code !== 'upstream_rejected') gw.log('warn', 'mcp: tool call failed', { request_id: ctx.requestId, server: row.name, tool: parts.tool, code: f.code, message: f.error.message });
     throw f.error;
   } finally {
+    ctx.signal.removeEventListener('abort', abort);
     c.done();
   }
   const ms = performance.now() - started;

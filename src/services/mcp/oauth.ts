@@ -36,9 +36,11 @@ export async function accessToken(gw: GatewayContext, serverId: string, a: OAuth
   }
 }
 
-/** The upstream refused the token: the next call obtains a new one. */
-export function forgetToken(serverId: string, a: OAuth): void {
-  tokens.delete(keyOf(serverId, a));
+/** The upstream refused `token`: the next call obtains a new one (unless another call already did). */
+export function forgetToken(serverId: string, a: OAuth, token: string): void {
+  const k = keyOf(serverId, a);
+  const hit = tokens.get(k);
+  if (hit && !(hit instanceof Promise) && hit.token === token) tokens.delete(k);
 }
 
 async function obtain(gw: GatewayContext, a: OAuth, signal?: AbortSignal): Promise<{ token: string; until: number }> {

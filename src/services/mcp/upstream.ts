@@ -24,23 +24,23 @@ const keyOf = (row: ServerRow) => `${row.server_id}\x1f${row.updated_at}`;
 function serverFetch(gw: GatewayContext, row: Pick<ServerRow, 'server_id' | 'url'>, auth: ServerAuth): typeof fetch {
   const rules = outboundRules(gw.env);
   checkUrl(new URL(row.url), rules);
-  const send = async (input: string | URL | Request, init: RequestInit | undefined, fresh: boolean): Promise<Response> => {
+  const send = async (input: string | URL | Request, init: RequestInit | undefined, token: string | null): Promise<Response> => {
     const headers = new Headers(init?.headers);
     if (auth.type === 'headers') for (const [k, v] of Object.entries(auth.headers)) headers.set(k, v);
-    if (auth.type === 'oauth') {
-      if (fresh) forgetToken(row.server_id, auth);
-      headers.set('authorization', `Bearer ${await accessToken(gw, row.server_id, auth, init?.signal ?? undefined)}`);
-    }
+    if (token !== null) headers.set('authorization', `Bearer ${token}`);
     const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
     return gw.http.untrusted(url, { ...init, headers, redirect: 'manual' }, rules);
   };
+  const token = () => (auth.type === 'oauth' ? accessToken(gw, row.server_id, auth) : null);
   return (async (input: string | URL | Request, init?: RequestInit) => {
     if ((init?.method ?? 'GET').toUpperCase() === 'GET') return new Response(null, { status: 405, headers: { allow: 'POST' } });
-    const res = await send(input, init, false);
-    // An expired or revoked token: one more try with a new one.
-    if (res.status === 401 && auth.type === 'oauth') {
+    const used = await token();
+    const res = await send(input, init, used);
+    // An expired or revoked token: one more try with a new one (obtained once for all the calls refused with it).
+    if (res.status === 401 && auth.type === 'oauth' && used !== null) {
       await res.body?.cancel().catch(() => {});
-      return send(input, init, true);
+      forgetToken(row.server_id, auth, used);
+      return send(input, init, await token());
     }
     return res;
   }) as typeof fetch;
