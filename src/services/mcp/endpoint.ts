@@ -12,9 +12,14 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv-provider.js';
 import type { ActionContext } from '../../kernel/service.ts';
 import { callTool } from './call.ts';
 import { cityTools } from './tools.ts';
+
+// One validator for every request's Server (each would build its own Ajv: ~10 % of a call's CPU).
+// citygate never elicits, so it is never even used; it is shared so that it is never built again.
+let validator: AjvJsonSchemaValidator | undefined;
 
 const INSTRUCTIONS = "Tools of this city's MCP servers, named <server>__<tool>. Each call may cost credits from your balance.";
 
@@ -28,16 +33,14 @@ export async function serveMcp(ctx: ActionContext<unknown>): Promise<Response> {
   } catch {
     return Response.json({ jsonrpc: '2.0', error: { code: -32700, message: 'Parse error: the body is not JSON.' }, id: null }, { status: 400 });
   }
-  const server = new Server({ name: 'citygate', version: gw.config.version }, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS });
+  const server = new Server({ name: 'citygate', version: gw.config.version }, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS, jsonSchemaValidator: (validator ??= new AjvJsonSchemaValidator()) });
   server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: await cityTools(gw, identity.cityId) }));
   server.setRequestHandler(CallToolRequestSchema, (req, extra) =>
     callTool({ gw, identity, requestId: ctx.requestId, timing: ctx.timing, signal: AbortSignal.any([extra.signal, ctx.signal]) }, req.params.name, req.params.arguments),
   );
   const transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
   await server.connect(transport);
-  try {
-    return await transport.handleRequest(ctx.request, { parsedBody: body });
-  } finally {
-    void server.close().catch(() => {});
-  }
+  // Not closed afterwards: a JSON answer leaves nothing open, and close() would build an error
+  // and abort controllers per request for nothing; both objects go with the request.
+  return transport.handleRequest(ctx.request, { parsedBody: body });
 }
