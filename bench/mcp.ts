@@ -1,6 +1,7 @@
 // tools/call through citygate's /v1/mcp against a direct call to the same upstream: p50/p99
 // latency, req/s, and citygate's overhead (through − direct) at p50 and p99. One upstream MCP
-// server built with the official SDK (test/stubs/mcp-upstream.ts, an echo tool) on loopback; a
+// server built with the official SDK (test/stubs/mcp-upstream.ts, an echo tool) on loopback, in a
+// process of its own (bench/mcp-upstream.ts); a
 // real citygate (`citygate serve`, SQLite, billing on: the tool is priced and the user funded,
 // so every call holds and settles credits); CONNECTIONS SDK clients in parallel, each calling
 // in a loop for DURATION seconds, first straight at the upstream, then through citygate
@@ -11,14 +12,17 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { startGateway } from '../test/helpers/gateway.ts';
 import { client } from '../test/helpers/http.ts';
-import { startMcpStub } from '../test/stubs/mcp-upstream.ts';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 
 const DURATION = Number(process.env.BENCH_DURATION ?? 10) * 1000;
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const PRICE = 10;
 
-const up = await startMcpStub({ name: 'bench', tools: [{ name: 'echo' }] });
+const stub = spawn(process.execPath, [new URL('./mcp-upstream.ts', import.meta.url).pathname], { stdio: ['ignore', 'pipe', 'inherit'] });
+const [line] = (await once(stub.stdout!, 'data')) as [Buffer];
+const up = { url: line.toString().trim(), close: async () => void stub.kill('SIGTERM') };
 const gw = await startGateway({ env: { AI_FETCH_ALLOW_PRIVATE: 'true', RATE_LIMIT_USER_AI_CALLS: '0' } });
 const admin = client(gw.url, gw.adminKey);
 await admin.post('/v1/cities/create', { city_id: 'bench', name: 'bench' });
@@ -92,6 +96,8 @@ await Promise.all([...direct, ...through].map((c) => c.close()));
 await new Promise((r) => setTimeout(r, 2000));
 const after = (await client(gw.url, token).get('/v1/balance/me')).body.credits as number;
 const usage = await admin.get('/v1/usage/summary?city_id=bench');
-console.log(`\nbalance drop ${before - after} credits; measured calls × price ≥ ${charged * PRICE} (warm-up calls are charged too); usage summary: ${JSON.stringify(usage.body.totals ?? usage.body).slice(0, 300)}`);
+const usageCredits = Number((usage.body.totals ?? usage.body).credits);
+console.log(`\nbooks: balance drop ${before - after} credits, Σ usage credits ${usageCredits} → ${before - after === usageCredits ? 'exact' : 'MISMATCH'} (${charged} measured calls × ${PRICE}, warm-up calls charged too)`);
+if (before - after !== usageCredits) process.exitCode = 1;
 await gw.stop();
 await up.close();
