@@ -279,6 +279,28 @@ export const bare: Target = {
   },
 };
 
+// ---- (e) relay: node:http + undici, nothing parsed — what any Node gateway spends at the least
+
+const RELAY_ENTRY = fileURLToPath(new URL("./relay-server.ts", import.meta.url));
+
+export const relay: Target = {
+  name: "relay",
+  description: "node:http + undici, method, headers and body piped through, nothing parsed (bench/relay-server.ts): the framework-free floor",
+  async start({ stub }) {
+    const port = await freePort();
+    const origin = `http://127.0.0.1:${port}`;
+    const proc = await spawnServer({
+      name: "relay",
+      gateway: true,
+      args: [RELAY_ENTRY],
+      cwd: REPO_ROOT,
+      env: { NODE_ENV: "production", PORT: String(port), UPSTREAM: stub.url, UPSTREAM_KEY: stub.apiKey },
+      ready: () => answersHttp(origin + "/"),
+    });
+    return { name: "relay", chatUrl: `${origin}/v1/chat/completions`, headers: {}, process: proc, notes: [], stop: () => proc.stop() };
+  },
+};
+
 const PORTKEY_ENTRY = join(REPO_ROOT, "node_modules/@portkey-ai/gateway/build/start-server.js");
 const PORTKEY_PRELOAD = fileURLToPath(new URL("./portkey-preload.ts", import.meta.url));
 
@@ -318,15 +340,15 @@ export const portkey: Target = {
   },
 };
 
-export const TARGETS: Target[] = [direct, bare, citygate, citygateFree, citygateLimited, citygateFreeLimited, citygate3, portkey];
+export const TARGETS: Target[] = [direct, relay, bare, citygate, citygateFree, citygateLimited, citygateFreeLimited, citygate3, portkey];
 
 /**
  * A citygate target by name, for the tools that measure one server process (cpu.ts, pair.ts,
  * profile.ts); `bare` too where the tool allows it. Throws, naming the setting, otherwise.
  */
 export function measuredTarget(name: string, setting: string, opts: { bare?: boolean } = {}): Target {
-  const t = TARGETS.find((x) => x.name === name && (x.name.startsWith("citygate") || (opts.bare && x.name === "bare")));
-  if (!t) throw new Error(`${setting} must name a citygate target of bench/targets.ts${opts.bare ? ", or bare" : ""} (got '${name}')`);
+  const t = TARGETS.find((x) => x.name === name && (x.name.startsWith("citygate") || (opts.bare && (x.name === "bare" || x.name === "relay"))));
+  if (!t) throw new Error(`${setting} must name a citygate target of bench/targets.ts${opts.bare ? ", or bare or relay" : ""} (got '${name}')`);
   return t;
 }
 

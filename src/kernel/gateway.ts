@@ -33,6 +33,7 @@ import { errorResponse } from './http/errors.ts';
 import { healthRoute, probeRoutes } from './http/health.ts';
 import { requestLog } from './http/request-log.ts';
 import { siteRoutes } from './http/site-routes.ts';
+import { pathOf } from './http/routes.ts';
 import { otlpTracesUrl, propagating } from './tracing/index.ts';
 import type { Tracer } from './tracing/tracer.ts';
 
@@ -253,6 +254,10 @@ export function createGateway(opts: GatewayOptions): Gateway {
 
   const dispatch = dispatcher({ context, outage, socketIp: opts.socketIp, addHeaders: opts.addHeaders });
   app.all('/v1/*', (c) => dispatch(c));
+  // Services' paths outside /v1 (ServiceDef.mounts), dispatched as their /v1/{service}/… action.
+  for (const s of services.values()) {
+    for (const [prefix, to] of Object.entries(s.mounts ?? {})) app.all(`${prefix}/*`, (c) => dispatch(c, `/v1/${s.id}/${to}${pathOf(c.req.url).slice(prefix.length)}`));
+  }
 
   app.notFound((c) => notFound('route_not_found', `No route ${c.req.method} ${new URL(c.req.url).pathname}.`).toResponse());
   app.onError((err, c) => errorResponse(err, c.req.url, log, outage));

@@ -117,7 +117,9 @@ export function openApiDocument(services: Iterable<ServiceDef>, info: { title: s
     tags.push({ name: s.id, description: s.description ?? s.name });
     for (const [id, action] of Object.entries(s.actions)) {
       const path = id === '' ? `/v1/${s.id}` : `/v1/${s.id}/${id.endsWith('/*') ? `${id.slice(0, -2)}/{path}` : id}`;
-      paths[path] = { [action.method.toLowerCase()]: operation(s, id, action) };
+      const op = operation(s, id, action);
+      // further methods (ActionDef.methods) first, the action's own last
+      paths[path] = Object.fromEntries([...(action.methods ?? []).map((m) => [m.toLowerCase(), { ...op, operationId: `${op.operationId}_${m.toLowerCase()}` }]), [action.method.toLowerCase(), op]]);
     }
   }
   return {

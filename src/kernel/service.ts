@@ -49,6 +49,8 @@ export interface RequestTiming {
 
 export interface ActionDef<S extends z.ZodType = z.ZodType, R = unknown, O extends z.ZodType = z.ZodType> {
   method: 'GET' | 'POST';
+  /** Methods it answers besides `method` (a wildcard route that reads and calls, e.g. Google's models/{model}). */
+  methods?: ('GET' | 'POST')[];
   /** Identities allowed to call; default ['user']; [] allows anyone, guests included. */
   auth?: IdentityKind[];
   /** Input schema: the query string for GET, the JSON body for POST. */
@@ -70,8 +72,11 @@ export interface ActionDef<S extends z.ZodType = z.ZodType, R = unknown, O exten
   /** Error statuses beyond the common ones (400, 401/403, 404, 405, 413), for the reference. */
   errors?: number[];
   /** A header that may carry the bearer credential instead of Authorization (e.g. `x-api-key`
-   *  for clients of APIs that authenticate that way). */
-  credentialHeader?: string;
+   *  for clients of APIs that authenticate that way); a list: the first one the request has. */
+  credentialHeader?: string | string[];
+  /** A query parameter that may carry the credential when no header does (Google's `?key=`).
+   *  Request logs redact it with every credential-named parameter; nothing else logs a query. */
+  credentialQuery?: string;
   /** The action calls a model: its calls go to the request log when REQUEST_LOG (or the city's setting) is on. */
   requestLog?: RequestLogSpec;
   /** Writes this action's errors in another API's error shape (same status codes). */
@@ -87,6 +92,11 @@ export interface ServiceDef {
   description?: string;
   env?: EnvRequirement[];
   actions: Record<string, AnyAction>;
+  /**
+   * Paths outside /v1/{service} that a client with a fixed layout calls (Google's `/v1beta/…`):
+   * path prefix → action prefix, e.g. `{'/v1beta': 'v1beta'}` serves /v1beta/x as action `v1beta/x`.
+   */
+  mounts?: Record<string, string>;
   /** Runs once at boot, after migrations (register capabilities, warm caches, warn). */
   init?(gw: GatewayContext): Promise<void> | void;
   /** Runs on graceful shutdown (flush buffers). */

@@ -1,5 +1,5 @@
 // The request bodies real agent clients send, replayed against citygate (fixtures recorded from
-// Claude Code, Codex CLI and the OpenAI Agents SDK talking to a scripted upstream: see
+// Claude Code, Codex CLI, the OpenAI Agents SDK, Gemini CLI and @google/genai talking to a scripted upstream: see
 // test/ai/fixtures/ and `npm run test:agents`, which runs the clients themselves). Each replay
 // is a turn of the client's loop: the first asks for a tool call, the second carries the tool
 // result and gets the final answer. Forwarded, the upstream gets the body as sent (model id
@@ -170,6 +170,100 @@ describe('OpenAI Agents SDK 0.20.0', () => {
         const first = !JSON.stringify(req.body).includes('sunny in Paris');
         if (first) assert.match(r.text, /get_weather/);
         else assert.match(r.text, /AGENT-DONE/);
+      }
+      await w.settled(t, b0, c0);
+    });
+  }
+});
+
+// Google's clients speak the Gemini API: the model is in the path, the credential in x-goog-api-key.
+const GEMINI_CLI_GOOGLE = fixture('gemini-cli-0.61.0-google-model.json');
+const GEMINI_CLI_OTHER = fixture('gemini-cli-0.61.0-other-model.json');
+const GENAI = fixture('google-genai-3.3.0.json');
+
+/** POSTs a captured Gemini API request under /v1/ai, on `model` (swapped into its path), with the user's token as x-goog-api-key. */
+async function replayGemini(token: string, req: { path: string; headers: Record<string, string>; body: any }, model: string) {
+  const path = `/v1/ai${req.path.replace(/\/models\/[^:]+:/, `/models/${model}:`)}`;
+  const res = await fetch(`${w.gw.url}${path}`, { method: 'POST', headers: { ...req.headers, 'x-goog-api-key': token }, body: JSON.stringify(req.body) });
+  return { status: res.status, headers: res.headers, text: await res.text() };
+}
+/** The parts of a Gemini SSE answer, joined. */
+const geminiParts = (text: string) => sseEvents(text).flatMap((e) => e.data.candidates?.[0]?.content?.parts ?? []);
+
+describe('Gemini CLI 0.61.0', () => {
+  before(() => {
+    w.stub.plan = (tools) => (tools.includes('write_file') ? { name: 'write_file', args: { file_path: '/home/user/project/hello.txt', content: 'hello' } } : null);
+    w.gemini.plan = w.stub.plan;
+  });
+  after(() => {
+    w.gemini.plan = undefined;
+  });
+
+  test('translated: system instruction and function declarations reach chat/completions, thinkingConfig dropped; write_file comes back as a functionCall, the final answer after its response', async () => {
+    const t = await w.user('gemini-cli-translated');
+    const b0 = await w.balance(t);
+    const c0 = upstreamCalls(w);
+    const [first, second] = GEMINI_CLI_OTHER.requests;
+    assert.ok(first.body.generationConfig.thinkingConfig, 'the fixture asks for thoughts');
+    const r1 = await replayGemini(t, first, 'gpt-4o-mini');
+    assert.equal(r1.status, 200, r1.text);
+    const call = geminiParts(r1.text).find((p) => p.functionCall)!.functionCall;
+    assert.deepEqual([call.name, call.args], ['write_file', { file_path: '/home/user/project/hello.txt', content: 'hello' }]);
+    const up = lastUpstream();
+    assert.equal(up.path, '/v1/chat/completions');
+    assert.equal(up.body.messages[0].role, 'system');
+    assert.ok(up.body.tools.some((x: any) => x.function.name === 'write_file'));
+    assert.equal(up.body.reasoning_effort, undefined, 'thinkingConfig is not sent to a model that may not reason');
+
+    const r2 = await replayGemini(t, second, 'gpt-4o-mini');
+    assert.equal(r2.status, 200, r2.text);
+    assert.equal(geminiParts(r2.text).map((p) => p.text ?? '').join(''), 'AGENT-DONE');
+    const tool = lastUpstream().body.messages.find((m: any) => m.role === 'tool');
+    assert.match(tool.content, /Successfully created and wrote to new file/);
+    assert.equal(tool.tool_call_id, second.body.contents.at(-1).parts[0].functionResponse.id, 'the call and its response paired by the client’s id');
+    await w.settled(t, b0, c0);
+  });
+
+  test('forwarded to a Google upstream: the body as sent, the upstream’s model id in the path; cached content priced by the catalog', async () => {
+    const t = await w.user('gemini-cli-forwarded');
+    const b0 = await w.balance(t);
+    const c0 = upstreamCalls(w);
+    for (const req of GEMINI_CLI_GOOGLE.requests) {
+      const r = await replayGemini(t, req, 'gemini-2.5-flash');
+      assert.equal(r.status, 200, r.text);
+      const up = w.gemini.requests.at(-1)!;
+      assert.deepEqual([up.path, up.query.alt], ['/v1beta/models/gemini-2.5-flash:streamGenerateContent', 'sse']);
+      assert.deepEqual(up.body, req.body, 'untouched');
+    }
+    const records = await w.settled(t, b0, c0);
+    assert.ok(records.every((r) => r.mode === 'gemini' && r.cached_tokens === 3), JSON.stringify(records));
+  });
+});
+
+describe('@google/genai 3.3.0 (its default API version, v1)', () => {
+  before(() => {
+    w.stub.plan = (tools) => (tools.includes('get_weather') ? { name: 'get_weather', args: { city: 'Paris' } } : null);
+    w.gemini.plan = w.stub.plan;
+  });
+  after(() => {
+    w.gemini.plan = undefined;
+  });
+
+  for (const [label, model] of [
+    ['translated', 'gpt-4o-mini'],
+    ['forwarded', 'gemini-2.5-flash'],
+  ] as const) {
+    test(`a function-calling loop, plain then streamed, ${label}`, async () => {
+      const t = await w.user(`genai-${label}`);
+      const b0 = await w.balance(t);
+      const c0 = upstreamCalls(w);
+      for (const req of GENAI.requests) {
+        const r = await replayGemini(t, req, model);
+        assert.equal(r.status, 200, r.text);
+        const parts = req.path.includes('alt=sse') ? geminiParts(r.text) : JSON.parse(r.text).candidates[0].content.parts;
+        const answered = req.body.contents.some((c: any) => c.parts.some((p: any) => p.functionResponse));
+        if (answered) assert.equal(parts.map((p: any) => p.text ?? '').join(''), 'AGENT-DONE');
+        else assert.deepEqual(parts.find((p: any) => p.functionCall).functionCall.args, { city: 'Paris' });
       }
       await w.settled(t, b0, c0);
     });

@@ -1,7 +1,8 @@
 // A citygate in front of scripted agent upstreams (test/stubs/agent-upstream.ts), as a coding
 // agent's user meets it: the same stub behind an Anthropic provider (Messages forwarded), an
 // OpenAI provider (Responses forwarded) and an OpenAI-compatible one (Chat Completions passed
-// through; Messages and Responses translated), and a Gemini stub that reports cached content.
+// through; Messages, Responses and the Gemini API translated), and a Gemini stub that reports
+// cached content (the Gemini API forwarded; scripted like the agent stub when its plan is set).
 // Models are priced by the catalog (genai-prices), as a city reselling them would price them.
 // Used by the replay and cache-pricing tests (npm test) and by the real-client suite
 // (npm run test:agents).
@@ -34,6 +35,8 @@ export default {
       // an OpenAI upstream (Responses forwarded)
       { id: 'gpt-4.1-mini', name: 'GPT-4.1 mini (OpenAI)', provider: 'agent-openai', upstream: 'gpt-4.1-mini', modes: ['text', 'stream', 'compat'] },
       { id: 'flash', name: 'Gemini (cached content)', provider: 'agent-gemini', upstream: 'gemini-2.5-flash', modes: ['text', 'stream', 'compat'] },
+      // Google's own id on a Google upstream, as Gemini CLI's users name it (the Gemini API forwarded)
+      { id: 'gemini-2.5-flash', name: 'Gemini 2.5 Flash (Google)', provider: 'agent-gemini', upstream: 'gemini-2.5-flash', modes: ['text', 'stream', 'compat'] },
     ],
   },
 };
@@ -89,7 +92,7 @@ export async function startAgentsWorld(env: Record<string, string> = {}): Promis
     user: (name) => tokenFor(admin, `agents-${name.replace(/[^A-Za-z0-9_-]/g, '-')}-${++n}`, name.replace(/[^A-Za-z0-9_-]/g, '-')),
     balance: async (t) => (await client(gw.url, t).get('/v1/balance/me')).body.credits as number,
     async settled(t, start, calls0) {
-      const want = stub.calls + gemini.requests.filter((r) => r.method === 'POST').length - calls0;
+      const want = upstreamCalls(w) - calls0;
       const u = client(gw.url, t);
       let records: any[] = [];
       let balance = start;
@@ -114,7 +117,8 @@ export async function startAgentsWorld(env: Record<string, string> = {}): Promis
 }
 
 /** The calls the upstreams have answered so far (the base of settled()). */
-export const upstreamCalls = (w: AgentsWorld) => w.stub.calls + w.gemini.requests.filter((r) => r.method === 'POST').length;
+export const upstreamCalls = (w: AgentsWorld) => w.stub.calls + w.gemini.requests.filter((r) => r.method === 'POST' && /:(stream)?[gG]enerateContent$/.test(r.path)).length;
+// (Gemini's countTokens is free and makes no usage record: not a call here)
 
 /** An SSE body's events, as { event, data } with data parsed (the [DONE] marker left out). */
 export function sseEvents(text: string): { event?: string; data: any }[] {

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { startGateway, type TestGateway } from '../helpers/gateway.ts';
 import { call, client, errorOf } from '../helpers/http.ts';
 import { readFileSync } from 'node:fs';
+import { GoogleGenAI } from '@google/genai';
 import { bundleWorker, nodeBuiltinImports, startWorker, type TestWorker } from '../helpers/worker.ts';
 import { startOpenAIStub, stubVector, type OpenAIStub } from '../stubs/openai.ts';
 import { startAnthropicStub, type AnthropicStub } from '../stubs/anthropic.ts';
@@ -217,6 +218,21 @@ describe('Worker in workerd (Miniflare, local D1/Queues/R2)', () => {
         return m.has('embeddings') && m.has('responses') && items.filter((i) => i.mode === 'messages').length >= 4 ? items : null;
       });
       assert.ok(modes.some((i) => i.mode === 'embeddings' && i.credits === 1));
+    });
+
+    test('Google’s Gemini API through @google/genai (the SDK’s v1 under /v1/ai), plain and streamed; ?key= at /v1beta and the JSON-array stream; Google-shaped 401', async () => {
+      const ai = new GoogleGenAI({ apiKey: alice, httpOptions: { baseUrl: `${w.url}/v1/ai` } });
+      const r = await ai.models.generateContent({ model: 'stub-model', contents: 'hi gemini', config: { systemInstruction: 'sys' } });
+      assert.deepEqual([r.text, (r.usageMetadata?.candidatesTokenCount ?? 0) > 0], ['Hello from stub: hi gemini', true]);
+      let text = '';
+      for await (const c of await ai.models.generateContentStream({ model: 'stub-model', contents: 'streamed gemini' })) text += c.text ?? '';
+      assert.equal(text, 'Hello from stub: streamed gemini');
+      const arr = await call(w.url, 'POST', `/v1beta/models/stub-model:streamGenerateContent?key=${alice}`, { body: { contents: [{ parts: [{ text: 'array' }] }] } });
+      assert.equal(arr.status, 200, arr.text);
+      assert.equal(JSON.parse(arr.text).map((x: any) => x.candidates[0].content.parts[0]?.text ?? '').join(''), 'Hello from stub: array');
+      const bad = await call(w.url, 'POST', '/v1beta/models/stub-model:generateContent?key=nope', { body: { contents: [{ parts: [{ text: 'x' }] }] } });
+      assert.deepEqual([bad.status, bad.body.error?.code, bad.body.error?.status], [401, 401, 'UNAUTHENTICATED']);
+      await until('three gemini records', async () => ((await client(w.url, alice).get('/v1/usage/me?limit=200')).body.items as { mode: string }[]).filter((i) => i.mode === 'gemini').length >= 3 || null);
     });
 
     test('an image job completes through the local queue; the file is served from R2 through the gateway', async () => {

@@ -87,10 +87,12 @@ test('four gateways booted at once on one new database: one admin key, one activ
 const SQLITE_ONLY = { skip: ON_POSTGRES && 'a SQLite file only' };
 
 /**
- * Another process holding the write lock of the SQLite file at `path` for `ms` (after running
- * `before`, and `inside` its transaction); resolves once it holds it.
+ * Another process holding the write lock of the SQLite file at `path` (after running `before`,
+ * and `inside` its transaction) for `ms`, or until `release(holder)` when `ms` is null; resolves
+ * once it holds it. Tests that need the lock held across another event wait for that event and
+ * release it then: a fixed hold is too short on a loaded machine.
  */
-async function holdWriteLock(path: string, ms: number, { before = [], inside = [] }: { before?: string[]; inside?: string[] } = {}): Promise<ChildProcess> {
+async function holdWriteLock(path: string, ms: number | null, { before = [], inside = [] }: { before?: string[]; inside?: string[] } = {}): Promise<ChildProcess> {
   const holder = spawn(process.execPath, ['--input-type=module', '-e', `
     import { DatabaseSync } from 'node:sqlite';
     const db = new DatabaseSync(${JSON.stringify(path)});
@@ -98,10 +100,19 @@ async function holdWriteLock(path: string, ms: number, { before = [], inside = [
     db.exec('BEGIN IMMEDIATE');
     for (const s of ${JSON.stringify(inside)}) db.exec(s);
     process.stdout.write('held\\n');
-    setTimeout(() => { db.exec('COMMIT'); db.close(); }, ${ms});
-  `], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const commit = () => { db.exec('COMMIT'); db.close(); process.exit(0); };
+    if (${ms === null}) process.stdin.once('data', commit); else setTimeout(commit, ${ms ?? 0});
+  `], { stdio: ['pipe', 'pipe', 'inherit'] });
   await once(holder.stdout!, 'data');
   return holder;
+}
+
+/** Lets a holdWriteLock(path, null) process commit; resolves once it has exited. */
+async function release(holder: ChildProcess): Promise<void> {
+  if (holder.exitCode !== null) return;
+  const exited = once(holder, 'exit');
+  holder.stdin!.end('commit\n');
+  await exited;
 }
 
 test('a process that opens a new SQLite file while another holds its first write lock waits for it (no "database is locked")', SQLITE_ONLY, async () => {
@@ -125,13 +136,13 @@ test('a process that opens a new SQLite file while another holds its first write
 test('a SQLite file whose write lock another process holds past the busy timeout (SQLITE_BUSY_TIMEOUT_MS): a write answers 503 database_unavailable, then works once it is released', SQLITE_ONLY, async () => {
   const gw = await startGateway({ env: { SQLITE_BUSY_TIMEOUT_MS: '1000' } });
   const admin = client(gw.url, gw.adminKey);
-  const holder = await holdWriteLock(gw.dbPath, 3_000);
+  const holder = await holdWriteLock(gw.dbPath, null);
   try {
     const locked = await admin.post('/v1/cities/create', { name: 'Locked', city_id: 'locked' });
     assert.equal(locked.status, 503, JSON.stringify(locked.body));
     assert.equal(locked.body.error.code, 'database_unavailable');
     assert.ok(Number(locked.headers.get('retry-after')) > 0);
-    await once(holder, 'exit');
+    await release(holder);
     assert.equal((await admin.post('/v1/cities/create', { name: 'Locked', city_id: 'locked' })).status, 200);
     assert.deepEqual((await admin.get('/v1/cities/list')).body.items.map((c: { city_id: string }) => c.city_id), ['locked']);
   } finally {
@@ -144,9 +155,19 @@ test('a gateway that boots while another process holds the SQLite write lock pas
   let gw = await startGateway({ env: { SQLITE_BUSY_TIMEOUT_MS: '1000' } });
   const admin = gw.adminKey;
   assert.equal(await gw.stop(), 0);
-  const holder = await holdWriteLock(gw.dbPath, 3_000);
+  const holder = await holdWriteLock(gw.dbPath, null);
   try {
-    gw = await gw.restart();
+    // the lock is released once the booting gateway has said it waits for it
+    let said = '';
+    gw = await startGateway({
+      dir: gw.dir,
+      env: { SQLITE_BUSY_TIMEOUT_MS: '1000' },
+      onSpawn: (child) =>
+        child.stderr!.on('data', (d: Buffer) => {
+          said += d;
+          if (/database not reachable \(database is locked\); attempt 1/.test(said)) void release(holder);
+        }),
+    });
     assert.match(gw.stderr(), /database not reachable \(database is locked\); attempt 1/);
     assert.equal((await client(gw.url, admin).get('/v1/cities/list')).status, 200);
   } finally {

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import { Agent, fetch as undiciFetch } from 'undici';
 import { startGateway, type TestGateway } from '../helpers/gateway.ts';
 
 /** Opens a raw connection, writes `head`, and resolves with everything the server sent until it closed, and when. */
@@ -48,6 +49,49 @@ describe('slow clients', () => {
     assert.equal(bodyOf(r.text).error.type, 'invalid_request_error');
     assert.ok(r.ms >= 900 && r.ms < 4000, `cut after ${Math.round(r.ms)} ms`);
   });
+});
+
+describe('answers, not resets', () => {
+  let gw: TestGateway;
+  before(async () => {
+    gw = await startGateway();
+  });
+  after(() => gw?.stop());
+
+  // A request refused before its head is read (Node's 16 KiB header limit) on a connection that
+  // already served one: the answer must reach the client while it is still sending, then the
+  // connection closes (a lingering close). Before, the second parse error of the same
+  // connection destroyed the socket, and the reset discarded the 431.
+  for (const [label, init] of [
+    ['a 70 KB query', (url: string) => ({ url: `${url}/health?q=${'a'.repeat(70_000)}`, headers: {} })],
+    ['an oversized header', (url: string) => ({ url: `${url}/health`, headers: { 'x-big': 'b'.repeat(70_000) } })],
+  ] as const) {
+    test(`${label} on a reused keep-alive connection, 100 times: every answer is 431 headers_too_large, none a reset`, async () => {
+      const dispatcher = new Agent({ connections: 1, pipelining: 1 });
+      const outcomes: Record<string, number> = {};
+      try {
+        for (let i = 0; i < 100; i++) {
+          const warm = await undiciFetch(`${gw.url}/health/live`, { dispatcher });
+          assert.equal(warm.status, 200);
+          await warm.arrayBuffer();
+          const { url, headers } = init(gw.url);
+          let outcome: string;
+          try {
+            const res = await undiciFetch(url, { headers, dispatcher });
+            const body = (await res.json()) as { error?: { code?: string } };
+            outcome = `${res.status} ${body.error?.code}`;
+          } catch (e) {
+            const err = e as Error & { cause?: { code?: string } };
+            outcome = `error ${err.cause?.code ?? err.message}`;
+          }
+          outcomes[outcome] = (outcomes[outcome] ?? 0) + 1;
+        }
+      } finally {
+        await dispatcher.close();
+      }
+      assert.deepEqual(outcomes, { '431 headers_too_large': 100 });
+    });
+  }
 });
 
 describe('connection caps', () => {

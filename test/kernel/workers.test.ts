@@ -67,7 +67,7 @@ test('GATEWAY_WORKERS=2 on SQLite: the 50-way money race, a killed worker replac
     assert.ok(rs.every((r) => r.status === 200));
     const before = await row<{ n: number }>(gw, `SELECT COUNT(*) AS n FROM usage WHERE user_id = 'late'`);
     assert.ok(before.n < 40, `records still buffered before the stop (${before.n} written)`);
-    assert.equal(await gw.stop('SIGTERM'), 0, 'the primary exits 0');
+    assert.equal(await gw.stop('SIGTERM'), 0, `the primary exits 0; its log ends:\n${gw.stderr().slice(-3000)}`);
     for (const pid of replaced!) assert.equal(alive(pid), false, `worker ${pid} stopped`);
     const after = await row<{ n: number; c: number }>(gw, `SELECT COUNT(*) AS n, SUM(credits) AS c FROM usage WHERE user_id = 'late'`);
     assert.deepEqual({ ...after }, { n: 40, c: 40_000 });

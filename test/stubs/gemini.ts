@@ -15,7 +15,7 @@
 //        per `data:` event (\r\n\r\n-separated, as Google sends them), one per word of the reply;
 //        every event carries usageMetadata with the candidates counted so far, the last one
 //        finishReason. Without alt=sse: the same responses as one JSON array.
-//   POST /v1beta/models/{model}:countTokens           {totalTokens}
+//   POST /v1beta/models/{model}:countTokens           {totalTokens}; {contents} or {generateContentRequest: {model: "models/{model}", …}}
 //   POST /v1beta/models/{model}:embedContent          {embedding: {values}}
 //   POST /v1beta/models/{model}:batchEmbedContents    {embeddings: [{values}]}; every request's
 //        model must be "models/{model}"; like Google's, no token counts in the answer
@@ -35,8 +35,13 @@
 //   words (finishReason MAX_TOKENS); else finishReason STOP.
 //   Embeddings: geminiVector(text, dims): dims = outputDimensionality, else 3072 (768 for
 //   text-embedding-004); unit vectors of float32 values.
+// Scripted for agents (opts.plan, or stub.plan set later; test/agents/gemini.agents.ts): a call
+// whose contents hold no functionResponse yet gets the one functionCall plan(names of the declared
+// functions) picks (an id "call_gemini_<n>"); a call that carries one, or that plan answers null,
+// gets `final` ("AGENT-DONE" unless given). stub.toolCalls counts the calls asked for.
 // Failure triggers by model: "gemini-500" → 500 INTERNAL, "gemini-503" → 503 UNAVAILABLE,
-// "gemini-429" → 429 RESOURCE_EXHAUSTED; "gemini-stream-error" streams its first word and then
+// "gemini-429" → 429 RESOURCE_EXHAUSTED; "gemini-slow-stream" streams "w1 … w20", one event
+// every 60 ms (a client that goes away counts in stub.disconnects); "gemini-stream-error" streams its first word and then
 // an {"error": …} event (500 INTERNAL), as Google does when a stream fails after it began.
 // The server is unref'd: a test that forgets close() does not keep its process alive.
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from 'node:http';
@@ -46,7 +51,15 @@ import { unitVector } from './vector.ts';
 
 export type GeminiRequest = { method: string; path: string; query: Record<string, string>; headers: IncomingHttpHeaders; body: any };
 
+export type GeminiPlan = (tools: string[]) => { name: string; args: Record<string, unknown> } | null;
+
 export type GeminiStub = {
+  /** The agent script (see above); undefined: the deterministic replies. */
+  plan?: GeminiPlan;
+  /** Function calls the script asked for. */
+  readonly toolCalls: number;
+  /** Slow streams whose client went away before their end. */
+  readonly disconnects: number;
   /** Base URL with /v1beta (what citygate's provider slot and the AI SDK take). */
   url: string;
   origin: string;
@@ -55,7 +68,7 @@ export type GeminiStub = {
   close(): Promise<void>;
 };
 
-type Part = { text?: string; functionCall?: { name: string; args?: unknown }; functionResponse?: { name: string; response?: unknown }; [k: string]: unknown };
+type Part = { text?: string; functionCall?: { name: string; args?: unknown; id?: string }; functionResponse?: { name: string; response?: unknown }; [k: string]: unknown };
 type Content = { role?: string; parts: Part[] };
 
 const words = (s: string) => s.split(/\s+/).filter(Boolean);
@@ -103,6 +116,15 @@ function validate(body: any): string | null {
 
 type Plan = { parts: Part[]; finishReason: string; output: number };
 
+function scripted(body: any, pick: GeminiPlan, n: number): Plan | null {
+  const contents = body.contents as Content[];
+  const answered = contents.some((c) => c.parts.some((p) => p.functionResponse));
+  const names = ((body.tools ?? []) as any[]).flatMap((t) => t?.functionDeclarations ?? []).map((f: any) => String(f.name));
+  const call = !answered && names.length ? pick(names) : null;
+  if (!call) return null;
+  return { parts: [{ functionCall: { name: call.name, args: call.args, id: `call_gemini_${n}` } }], finishReason: 'STOP', output: words(JSON.stringify(call.args)).length };
+}
+
 function plan(body: any): Plan {
   const contents = body.contents as Content[];
   const last = contents[contents.length - 1];
@@ -143,10 +165,13 @@ function plan(body: any): Plan {
 export const geminiVector = (text: string, dims: number): number[] => unitVector(text, dims, 0x9e3779b9);
 
 /** cachedTokens: every answer reports that many prompt tokens as read from cached content (cachedContentTokenCount). */
-export async function startGeminiStub(opts: { apiKey?: string; cachedTokens?: number } = {}): Promise<GeminiStub> {
+export async function startGeminiStub(opts: { apiKey?: string; cachedTokens?: number; plan?: GeminiPlan; final?: string } = {}): Promise<GeminiStub> {
   const apiKey = opts.apiKey ?? 'gemini-stub-key';
   const requests: GeminiRequest[] = [];
   let seq = 0;
+  let toolCalls = 0;
+  let disconnects = 0;
+  const final = opts.final ?? 'AGENT-DONE';
 
   const server = createServer(async (req, res) => {
     const { raw, body, badJson } = await readJsonBody(req);
@@ -201,12 +226,20 @@ export async function startGeminiStub(opts: { apiKey?: string; cachedTokens?: nu
     if (method !== 'generateContent' && method !== 'streamGenerateContent' && method !== 'countTokens') {
       return fail(404, `models/${model} is not found for API version v1beta, or is not supported for ${method}.`);
     }
-    const bad = validate(body);
+    // countTokens may wrap a whole request (generateContentRequest, naming its model as Google's batch calls do)
+    const inner = method === 'countTokens' && body?.generateContentRequest ? body.generateContentRequest : body;
+    if (inner !== body && inner.model !== `models/${model}`) return fail(400, `* CountTokensRequest.generate_content_request.model: must be models/${model}, got ${inner.model}.`);
+    const bad = validate(inner);
     if (bad) return fail(400, bad);
-    const prompt = promptTokenCount(body);
+    const prompt = promptTokenCount(inner);
     if (method === 'countTokens') return send(200, { totalTokens: prompt });
 
-    const p = plan(body);
+    let p: Plan;
+    if (stub.plan) {
+      const call = scripted(body, stub.plan, n);
+      if (call) toolCalls++;
+      p = call ?? { parts: [{ text: final }], finishReason: 'STOP', output: words(final).length };
+    } else p = plan(body);
     const responseId = `stub-gemini-${n}`;
     const usage = (candidates: number) => ({
       promptTokenCount: prompt,
@@ -238,6 +271,24 @@ export async function startGeminiStub(opts: { apiKey?: string; cachedTokens?: nu
     if (model === 'gemini-stream-error') events.splice(1, events.length, googleError(500, 'An internal error has occurred.'));
     if (query.alt !== 'sse') return send(200, events);
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    if (model === 'gemini-slow-stream') {
+      // 20 words "w1 … w20", one event every 60 ms; a client gone stops it (stub.disconnects)
+      let i = 0;
+      const timer = setInterval(() => {
+        if (res.destroyed) return;
+        i++;
+        res.write(`data: ${JSON.stringify(response([{ text: `${i > 1 ? ' ' : ''}w${i}` }], i, i === 20 ? 'STOP' : undefined))}\r\n\r\n`);
+        if (i === 20) {
+          clearInterval(timer);
+          res.end();
+        }
+      }, 60);
+      res.on('close', () => {
+        clearInterval(timer);
+        if (i < 20) disconnects++;
+      });
+      return;
+    }
     for (const e of events) (res as ServerResponse).write(`data: ${JSON.stringify(e)}\r\n\r\n`);
     res.end();
   });
@@ -245,15 +296,23 @@ export async function startGeminiStub(opts: { apiKey?: string; cachedTokens?: nu
   server.unref();
   const { port } = server.address() as AddressInfo;
   const origin = `http://127.0.0.1:${port}`;
-  return {
+  const stub: GeminiStub = {
     url: `${origin}/v1beta`,
     origin,
     apiKey,
     requests,
+    plan: opts.plan,
+    get toolCalls() {
+      return toolCalls;
+    },
+    get disconnects() {
+      return disconnects;
+    },
     close: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());
         server.closeAllConnections();
       }),
   };
+  return stub;
 }

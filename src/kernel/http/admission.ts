@@ -22,15 +22,16 @@ export interface AdmissionDeps {
   addHeaders?: (platform: unknown, headers: Record<string, string>) => boolean;
 }
 
-export function dispatcher(d: AdmissionDeps): (c: Context) => Promise<Response> {
+export function dispatcher(d: AdmissionDeps): (c: Context, path?: string) => Promise<Response> {
   const { context, outage } = d;
   const { services, cities, limits, config } = context;
 
-  async function dispatch(c: Context): Promise<Response> {
+  /** `path`: the /v1/{service}/{action} path a service's mount (ServiceDef.mounts) maps a request to. */
+  async function dispatch(c: Context, path?: string): Promise<Response> {
     const req = c.req.raw;
     const requestId = newRequestId();
     c.set('requestId' as never, requestId as never);
-    const [serviceId, ...rest] = pathOf(req.url).slice('/v1/'.length).split('/');
+    const [serviceId, ...rest] = (path ?? pathOf(req.url)).slice('/v1/'.length).split('/');
     const actionPath = rest.join('/');
     const service = services.get(serviceId);
     if (!service) throw notFound('service_not_found', `No service '${serviceId}' is mounted here.`);
@@ -51,13 +52,14 @@ export function dispatcher(d: AdmissionDeps): (c: Context) => Promise<Response> 
   /** Method, identity, city status and rate limits; then the action itself (run). */
   async function admit(c: Context, req: Request, serviceId: string, action: AnyAction, id: string, restPath: string): Promise<Response> {
     const method = req.method === 'HEAD' ? 'GET' : req.method;
-    if (method !== action.method) {
+    if (method !== action.method && !action.methods?.includes(method as 'GET')) {
       throw new GatewayError(405, 'method_not_allowed', `Use ${action.method} for /v1/${serviceId}/${id}.`, {
         headers: { allow: action.method },
       });
     }
 
-    const identity = await authenticate(req, context, action.credentialHeader);
+    const header = typeof action.credentialHeader === 'object' ? action.credentialHeader.find((h) => req.headers.has(h)) : action.credentialHeader;
+    const identity = await authenticate(action.credentialQuery ? withQueryCredential(req, action.credentialQuery, header) : req, context, header);
     c.set('identity' as never, identity as never);
     const allowed = action.auth ?? ['user'];
     if (allowed.length > 0 && !allowed.includes(identity.kind)) {
@@ -152,4 +154,14 @@ export function dispatcher(d: AdmissionDeps): (c: Context) => Promise<Response> 
   }
 
   return dispatch;
+}
+
+/**
+ * The request as authenticate() reads it, for an action that takes its credential in the query
+ * too: without a credential header, the query's goes in as a bearer token (only headers are read).
+ */
+function withQueryCredential(req: Request, name: string, header: string | undefined): Request {
+  if (!req.url.includes('?') || req.headers.has('authorization') || (header && req.headers.has(header))) return req;
+  const key = new URL(req.url).searchParams.get(name);
+  return key ? new Request('http://credential.invalid/', { headers: { authorization: `Bearer ${key}` } }) : req;
 }

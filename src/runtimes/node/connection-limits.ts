@@ -70,7 +70,7 @@ const REFUSED = Symbol('citygate.refused');
 export function limitedCreateServer(l: ConnectionLimits) {
   return (opts: ServerOptions, listener: RequestListener): Server => {
     const server = createServer({ ...opts, ...serverOptions(l) }, (req: IncomingMessage, res: ServerResponse) => {
-      if ((req.socket as Socket & { [REFUSED]?: true })[REFUSED]) return void req.socket.destroy();
+      if ((req.socket as Refusable)[REFUSED]) return void req.socket.destroy();
       listener(req, res);
     });
     installConnectionLimits(server, l);
@@ -82,8 +82,12 @@ export function limitedCreateServer(l: ConnectionLimits) {
 export function installConnectionLimits(server: Server, l: ConnectionLimits): void {
   // Node's own answer to a timed-out request has no body: ours is in the one error shape.
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
+    if ((socket as Refusable)[REFUSED]) return; // answered already: the parser errs again on each chunk it is still given
     const answer = err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? TIMEOUT : err.code === 'HPE_HEADER_OVERFLOW' ? TOO_LARGE_HEAD : err.code === 'ECONNRESET' ? null : MALFORMED;
-    if (answer && socket.writable && socket.bytesWritten === 0) refuse(socket, answer); // written, then closed
+    // As Node's own handler: an answer only where no answer of this connection is half written
+    // (a reused keep-alive connection has written earlier answers; that is no reason to reset it).
+    const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } | null })._httpMessage;
+    if (answer && socket.writable && !inFlight?.headersSent) refuse(socket, answer);
     else socket.destroy();
   });
   if (!l.maxConnections && !l.maxConnectionsPerIp) return;
@@ -105,9 +109,39 @@ export function installConnectionLimits(server: Server, l: ConnectionLimits): vo
   });
 }
 
+type Refusable = Socket & { [REFUSED]?: true };
+
+/** Lingering close (nginx's lingering_time / lingering_timeout): how long and how much we read after an answer. */
+const LINGER_MS = 5_000;
+const LINGER_IDLE_MS = 1_000;
+const LINGER_MAX_BYTES = 2 * 1024 * 1024;
+
+/**
+ * Writes the answer, half-closes, then reads and discards what the client is still sending
+ * until it closes its side, goes quiet for LINGER_IDLE_MS, has sent LINGER_MAX_BYTES or
+ * LINGER_MS have passed; only then is the socket destroyed. Destroying a socket with unread
+ * input makes the kernel send a reset, and a reset discards the answer the client has not
+ * read yet: the client would see ECONNRESET instead of the 4xx.
+ */
 function refuse(socket: Socket, answer: string): void {
-  (socket as Socket & { [REFUSED]?: true })[REFUSED] = true;
+  (socket as Refusable)[REFUSED] = true;
   socket.on('error', () => {});
+  socket.removeAllListeners('data'); // the HTTP parser reads no more of this connection
+  let read = 0;
+  const close = () => {
+    clearTimeout(total);
+    clearTimeout(idle);
+    socket.destroy();
+  };
+  const total = setTimeout(close, LINGER_MS).unref();
+  const idle = setTimeout(close, LINGER_IDLE_MS).unref();
+  socket.on('data', (chunk: Buffer) => {
+    read += chunk.length;
+    if (read > LINGER_MAX_BYTES) return close();
+    idle.refresh();
+  });
+  socket.once('end', close);
+  socket.once('close', close);
   socket.end(answer);
-  setTimeout(() => socket.destroy(), 1000).unref();
+  socket.resume();
 }

@@ -21,6 +21,7 @@ import { upstreamActions } from './routing/actions.ts';
 import { candidatesOf } from './routing/route.ts';
 import { upstreamTableOf } from './routing/upstreams.ts';
 import { stream, text, textInput } from './text/index.ts';
+import { geminiActions, geminiModels, geminiMounts } from './gemini/index.ts';
 
 export { priceOf, pricesOf } from './catalog/prices.ts';
 export { AI_CONFIG } from './state.ts';
@@ -80,6 +81,8 @@ const countTokensAction = action({
   handler: countTokens,
 });
 
+const emptyAnthropicList = { data: [], has_more: false, first_id: null, last_id: null };
+
 const FILE_KEY = /^ai\/[A-Za-z0-9_-]{1,64}\/[A-Za-z0-9_-]{16,64}\.[a-z0-9]{1,5}$/;
 
 export const aiService = defineService({
@@ -115,6 +118,7 @@ export const aiService = defineService({
     }
   },
   jobs: { image: runImage, video: runVideo },
+  mounts: geminiMounts,
   actions: {
     models: action({
       method: 'GET',
@@ -198,15 +202,25 @@ export const aiService = defineService({
     messages: messagesAction,
     'messages/count_tokens': countTokensAction,
     'v1/messages': messagesAction,
-    // The Anthropic SDK's `models.list()` (GET {base}/v1/models): the callable chat models.
+    // The Anthropic SDK's `models.list()` (GET {base}/v1/models): the callable chat models. The
+    // same path is @google/genai's `models.list()` on its default API version (v1), whose
+    // credential comes as x-goog-api-key: Google's list rides along as `models`.
     'v1/models': action({
       method: 'GET',
       auth: callers,
-      credentialHeader: 'x-api-key',
+      credentialHeader: ['x-api-key', 'x-goog-api-key'],
+      credentialQuery: 'key',
       formatError: anthropicError,
-      summary: 'The callable models that speak the Messages API, as the Anthropic model list',
-      output: z.object({ data: z.array(z.object({ type: z.literal('model'), id: z.string(), display_name: z.string(), created_at: z.string() })), has_more: z.boolean(), first_id: z.string().nullable(), last_id: z.string().nullable() }),
-      handler: async ({ gateway: gw, identity }) => {
+      summary: 'The callable models that speak the Messages API, as the Anthropic model list (`data`), and as Google\'s (`models`)',
+      output: z.object({
+        data: z.array(z.object({ type: z.literal('model'), id: z.string(), display_name: z.string(), created_at: z.string() })),
+        has_more: z.boolean(),
+        first_id: z.string().nullable(),
+        last_id: z.string().nullable(),
+        models: z.array(z.object({ name: z.string() }).loose()).optional(),
+      }),
+      handler: async ({ gateway: gw, identity, request }) => {
+        if (request.headers.has('x-goog-api-key') || new URL(request.url).searchParams.has('key')) return { ...emptyAnthropicList, models: await geminiModels(gw, identity) };
         await upstreamTableOf(gw).fresh();
         const city = await callerCity(gw, identity);
         const data = allModels(gw)
@@ -216,6 +230,7 @@ export const aiService = defineService({
       },
     }),
     'v1/messages/count_tokens': countTokensAction,
+    ...geminiActions,
     'image/create': action({ method: 'POST', auth: callers, requestLog: logWhole, input: imageCreateInput, output: job, errors: UPSTREAM, summary: 'Start an image generation job', handler: imageCreate }),
     'image/result': action({ method: 'POST', auth: callers, input: jobIdInput, output: job, summary: 'Poll an image job', handler: imageResult }),
     video: action({ method: 'POST', auth: callers, requestLog: logWhole, input: videoInput, output: job, errors: UPSTREAM, summary: 'Start a video job ({model, prompt}) or poll one ({job_id})', handler: video }),

@@ -32,6 +32,9 @@ import type { CitySettings } from '../../kernel/city-settings.ts';
 
 export type CallStatus = MeterRecord['status'];
 
+/** A call's mode (its usage record's): a catalog mode, or `gemini` — a call through Google's Gemini API, which any model with `compat` takes (gemini/index.ts). */
+export type CallMode = Mode | 'gemini';
+
 export function measured(m: Partial<Measured>): Measured {
   // written out, not spread: this runs on every call
   return {
@@ -79,7 +82,7 @@ export interface CallState {
   requestId: string;
   identity: Identity;
   modelId: string;
-  mode: Mode;
+  mode: CallMode;
   startedAt: number;
   hold: Hold | null;
   /** Set by routing: the upstream of the last attempt and how many attempts were made. */
@@ -121,7 +124,7 @@ export class AiCall {
     this.prices = fixed ? fixed.prices : model ? cityPrices(city, model.id, this.basePrices) : null;
   }
 
-  static start(gw: GatewayContext, identity: Identity, on: CallModel, mode: Mode, requestId: string, timing?: RequestTiming): AiCall {
+  static start(gw: GatewayContext, identity: Identity, on: CallModel, mode: CallMode, requestId: string, timing?: RequestTiming): AiCall {
     const state: CallState = { requestId, identity, modelId: on.model.id, mode, startedAt: Date.now(), hold: null, timing };
     if (on.alias !== undefined) state.alias = on.alias;
     return new AiCall(gw, state, on.model, on.city);

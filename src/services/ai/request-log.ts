@@ -180,6 +180,38 @@ function uiMessage(): StreamAssembler {
   };
 }
 
+/** Gemini responses (streamGenerateContent) → one GenerateContentResponse: the parts joined, the last finish reason and usage. */
+function gemini(): StreamAssembler {
+  const parts: Obj[] = [];
+  let last: Obj = {};
+  let finishReason: unknown;
+  let error: unknown;
+  return {
+    event(_name, data) {
+      const c = parse(data);
+      if (!c) return;
+      if (c.error) error = c.error;
+      const cand = c.candidates?.[0];
+      for (const p of cand?.content?.parts ?? []) {
+        const prev = parts.at(-1);
+        if (typeof p.text === 'string' && prev && typeof prev.text === 'string' && !!prev.thought === !!p.thought) prev.text += p.text;
+        else parts.push({ ...p });
+      }
+      if (cand?.finishReason) finishReason = cand.finishReason;
+      last = { ...last, ...c };
+    },
+    result() {
+      const out: Obj = { candidates: [{ content: { role: 'model', parts }, ...(finishReason ? { finishReason } : {}), index: 0 }] };
+      if (last.usageMetadata) out.usageMetadata = last.usageMetadata;
+      if (last.modelVersion) out.modelVersion = last.modelVersion;
+      if (last.responseId) out.responseId = last.responseId;
+      if (error) out.error = error;
+      return out;
+    },
+  };
+}
+
+export const logGemini: RequestLogSpec = { assemble: gemini };
 export const logChat: RequestLogSpec = { assemble: chatCompletion };
 export const logResponses: RequestLogSpec = { assemble: responses };
 export const logMessages: RequestLogSpec = { assemble: messages };

@@ -24,7 +24,8 @@ export interface VideoApi {
 }
 
 /** Client APIs an upstream may speak natively (then citygate forwards instead of translating). */
-export type NativeApi = 'embeddings' | 'responses' | 'messages' | 'messages/count_tokens';
+/** 'gemini': Google's own API; the URL is the base that models/{model}:{method} follows. */
+export type NativeApi = 'embeddings' | 'responses' | 'messages' | 'messages/count_tokens' | 'gemini';
 
 export interface ProviderAdapter {
   kind: ProviderKind;

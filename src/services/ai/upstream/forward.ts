@@ -24,6 +24,12 @@ export interface ForwardSpec {
   usageEvents?: Record<string, (data: any, acc: Partial<Measured>) => void>;
   /** The event types that carry the final usage (a stream without one was cut short). */
   finalEvents?: string[];
+  /**
+   * Events without an `event:` line (Google's stream: every event a response): folds the
+   * event's usage into the running usage; says 'final' for the one that ends the answer,
+   * 'error' for an error the upstream reports inside the stream.
+   */
+  untypedEvent?: (data: any, acc: Partial<Measured>) => 'final' | 'error' | void;
   /** The SSE text of an error that breaks a stream off, in the API's own shape. */
   errorEvent(e: GatewayError): string;
   /** Bytes of the request, for the estimate when a stream ends without usage. */
@@ -85,6 +91,7 @@ export async function forwardAttempt(ctx: ActionContext<unknown>, call: AiCall, 
   const acc: Partial<Measured> = {};
   let sawUsage = false;
   let sawFinal = false;
+  let failedInStream = false;
   let deltas = 0;
   let text = '';
   let ended = false;
@@ -97,15 +104,24 @@ export async function forwardAttempt(ctx: ActionContext<unknown>, call: AiCall, 
       if (type?.endsWith('delta') && type !== 'message_delta') deltas++;
       if (type && spec.finalEvents?.includes(type)) sawFinal = true;
       const fold = type ? spec.usageEvents?.[type] : undefined;
-      if (!fold) continue;
+      const untyped = type === undefined ? spec.untypedEvent : undefined;
+      if (!fold && !untyped) continue;
       const data = ev
         .split('\n')
         .filter((l) => l.startsWith('data:'))
         .map((l) => l.slice(5).trimStart())
         .join('\n');
       try {
-        fold(JSON.parse(data), acc);
-        sawUsage = true;
+        if (fold) {
+          fold(JSON.parse(data), acc);
+          sawUsage = true;
+        } else if (data) {
+          deltas++;
+          const said = untyped!(JSON.parse(data), acc);
+          if (acc.input_tokens) sawUsage = true;
+          if (said === 'final') sawFinal = true;
+          else if (said === 'error') failedInStream = true;
+        }
       } catch {
         /* an unreadable usage event: the estimate below covers it */
       }
@@ -151,7 +167,7 @@ export async function forwardAttempt(ctx: ActionContext<unknown>, call: AiCall, 
         if (next.done) {
           scan(new Uint8Array(0), true);
           controller.close();
-          end(ctx.signal.aborted ? 'aborted' : 'ok');
+          end(ctx.signal.aborted ? 'aborted' : failedInStream ? 'error' : 'ok', ctx.signal.aborted ? CLIENT_CLOSED : failedInStream ? 'upstream_stream_failed' : undefined);
           return;
         }
         scan(next.value, false);

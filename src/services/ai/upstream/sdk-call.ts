@@ -29,6 +29,9 @@ export interface SdkRequest {
   topP?: number;
   topK?: number;
   stopSequences?: string[];
+  seed?: number;
+  presencePenalty?: number;
+  frequencyPenalty?: number;
   /** Hosted tools the translation left out (hosted-tools.ts): named in a header and the usage record. */
   dropped?: string[];
 }
