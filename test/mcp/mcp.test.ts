@@ -12,9 +12,10 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { LATEST_PROTOCOL_VERSION, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { startGateway, type TestGateway } from '../helpers/gateway.ts';
 import { client, errorOf } from '../helpers/http.ts';
+import { freshWindow } from '../helpers/rate-window.ts';
 import { until } from '../helpers/wait.ts';
 import { assertBooksBalance, cityWithUser, row, rows, unsettled } from '../money/setup.ts';
 import { startMcpStub, type McpStub } from '../stubs/mcp-upstream.ts';
@@ -250,6 +251,40 @@ describe('/v1/mcp', () => {
     // GET (the server-initiated stream) is not offered
     const get = await fetch(`${gw.url}/v1/mcp`, { headers: { authorization: `Bearer ${tokenA}`, accept: 'text/event-stream' } });
     assert.equal(get.status, 405);
+  });
+
+  test('the protocol version is negotiated: the current revision, an older one a client asks for, the latest for an unknown one', async () => {
+    const init = async (protocolVersion: string) => {
+      const r = await fetch(`${gw.url}/v1/mcp`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${tokenB}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion, capabilities: {}, clientInfo: { name: 'raw', version: '1' } } }),
+      });
+      assert.equal(r.status, 200);
+      assert.equal(r.headers.get('mcp-session-id'), null, 'stateless: no session');
+      const body = await r.json();
+      return [body.result.protocolVersion, body.result.serverInfo.name, !!body.result.capabilities.tools];
+    };
+    assert.deepEqual(await init(LATEST_PROTOCOL_VERSION), [LATEST_PROTOCOL_VERSION, 'citygate', true]);
+    assert.deepEqual(await init('2025-03-26'), ['2025-03-26', 'citygate', true]);
+    assert.deepEqual(await init('1999-01-01'), [LATEST_PROTOCOL_VERSION, 'citygate', true]);
+    // a request naming an unsupported version in its header is refused
+    const bad = await fetch(`${gw.url}/v1/mcp`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${tokenB}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '1999-01-01' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }),
+    });
+    assert.equal(bad.status, 400);
+  });
+
+  test("the city's request limits apply to /v1/mcp (429 before anything is called)", async () => {
+    const token = await cityWithUser(admin, 'mcp-limited', 'lee');
+    assert.equal((await admin.post('/v1/cities/update', { city_id: 'mcp-limited', limits: { user_rpm: 3 } })).status, 200);
+    await freshWindow(10_000); // the four requests in one one-minute window
+    const c = await mcpClient(token); // initialize + initialized: 2 requests
+    await c.listTools(); // the 3rd
+    await assert.rejects(c.listTools(), (e) => e instanceof StreamableHTTPError && e.code === 429);
+    await c.close().catch(() => {});
   });
 
   test('an upstream that is down or slow gives a clean MCP error, is not charged, and opens the breaker of that server only', async () => {
