@@ -223,11 +223,12 @@ export const usageService = defineService({
       method: 'GET',
       auth: ['user'],
       summary: 'Usage records of the calling user, newest first',
-      input: z.object({ city_id: z.string().optional(), model: z.string().max(200).optional(), key_id: keyIdFilter.optional(), ...pageQuery }),
+      input: z.object({ city_id: z.string().optional(), model: z.string().max(200).optional(), mode: z.string().max(40).optional(), key_id: keyIdFilter.optional(), ...pageQuery }),
       handler: async ({ gateway, identity, input }) => {
         const { cityId, userId } = identity as Extract<Identity, { kind: 'user' }>;
         let q = gateway.db.kysely.selectFrom('usage').selectAll().where('city_id', '=', cityId).where('user_id', '=', userId);
         if (input.model) q = q.where('model', '=', input.model);
+        if (input.mode) q = q.where('mode', '=', input.mode);
         if (input.key_id) q = q.where('key_id', '=', input.key_id);
         return page(gateway, q, input.cursor, input.limit);
       },
