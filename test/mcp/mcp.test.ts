@@ -322,6 +322,26 @@ describe('/v1/mcp', () => {
     assert.deepEqual(failed.map((r) => [r.error_code, Number(r.credits)]), [['upstream_timeout', 0], ['upstream_error', 0], ['upstream_error', 0], ['upstream_unavailable', 0]]);
   });
 
+  test("the user's cap on calls in flight (shared with model calls) refuses the call over it with an MCP error, nothing called", async () => {
+    assert.equal((await admin.post('/v1/env/upsert', { key: 'RATE_LIMIT_USER_AI_CALLS', value: '1' })).status, 200);
+    alpha.delayMs = 400;
+    const c = await mcpClient(tokenA);
+    try {
+      const before = alpha.calls.get('echo') ?? 0;
+      const rs = await Promise.allSettled([1, 2].map((i) => c.callTool({ name: 'alpha__echo', arguments: { text: `cap ${i}` } })));
+      assert.equal(rs.filter((r) => r.status === 'fulfilled').length, 1);
+      const refused = rs.find((r): r is PromiseRejectedResult => r.status === 'rejected')!.reason;
+      assert.ok(refused instanceof McpError, String(refused));
+      assert.equal(refused.code, -32029);
+      assert.equal((refused.data as { code: string }).code, 'rate_limited');
+      assert.equal((alpha.calls.get('echo') ?? 0) - before, 1);
+    } finally {
+      alpha.delayMs = 0;
+      await c.close();
+      await admin.post('/v1/env/remove', { key: 'RATE_LIMIT_USER_AI_CALLS' });
+    }
+  });
+
   test('a 50-way race of priced tool calls: exactly the credits there are, Σ charged = Σ usage credits', async () => {
     const token = await cityWithUser(admin, 'mcp-a', 'racer');
     assert.equal((await fund('mcp-a', 'racer', 10_000, 'racer-1')).status, 200);
