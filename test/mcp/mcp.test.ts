@@ -171,6 +171,27 @@ describe('servers as data', () => {
     const b = await admin.post('/v1/mcp/servers/test', { server_id: ids.beta });
     assert.equal(b.body.ok, true, b.text);
     assert.ok(beta.tokensIssued >= 1, 'citygate obtained an OAuth token with the client credentials');
+    // a server that cannot be reached: a report, not an error
+    const closed = createServer();
+    await new Promise<void>((ok) => closed.listen(0, '127.0.0.1', ok));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise((ok) => closed.close(ok)); // a port nothing listens on
+    const dead = await admin.post('/v1/mcp/servers/create', { city_id: 'mcp-a', name: 'dead', url: `http://127.0.0.1:${port}/mcp` });
+    const d = await admin.post('/v1/mcp/servers/test', { server_id: dead.body.server_id });
+    assert.equal(d.status, 200, d.text);
+    assert.deepEqual([d.body.ok, d.body.tools], [false, []]);
+    assert.match(d.body.error, /ECONNREFUSED/, d.text);
+    assert.equal((await admin.post('/v1/mcp/servers/remove', { server_id: dead.body.server_id })).body.removed, true);
+    // a bureau manages its own city's servers only
+    const bureau = client(gw.url, (await admin.post('/v1/bureaus/create', { city_id: 'mcp-b', name: 'backend' })).body.bureau_token);
+    assert.deepEqual((await bureau.get('/v1/mcp/servers/list')).body.items, []);
+    assert.equal((await bureau.post('/v1/mcp/servers/test', { server_id: ids.alpha })).status, 404);
+    assert.equal((await bureau.post('/v1/mcp/servers/update', { server_id: ids.alpha, enabled: false })).status, 404);
+    assert.equal((await bureau.post('/v1/mcp/servers/create', { city_id: 'mcp-a', name: 'x', url: 'https://example.com/mcp' })).status, 403);
+    const own = await bureau.post('/v1/mcp/servers/create', { name: 'own', url: 'https://example.com/mcp', enabled: false });
+    assert.equal(own.status, 200, own.text);
+    assert.equal(own.body.city_id, 'mcp-b');
+    assert.equal((await bureau.post('/v1/mcp/servers/remove', { server_id: own.body.server_id })).status, 200);
     const missing = await admin.post('/v1/mcp/servers/test', { server_id: 'mcp_nope' });
     assert.equal(missing.status, 404);
     assert.equal(errorOf(missing).param, 'server_id');

@@ -77,5 +77,9 @@ const isAbort = (e: unknown) => e instanceof Error && (e.name === 'AbortError' |
 
 /** An error for a log line: its class and scrubbed message, never a stack full of request data. */
 export function describeError(e: unknown): string {
-  return scrub(e instanceof Error ? `${e.name}: ${e.message}` : String(e)).slice(0, 500);
+  if (!(e instanceof Error)) return scrub(String(e)).slice(0, 500);
+  // fetch's "fetch failed" says nothing: its cause does (ECONNREFUSED, a refused address…)
+  const cause = (e as { cause?: { code?: unknown; message?: unknown } }).cause;
+  const why = cause && (typeof cause.code === 'string' ? cause.code : typeof cause.message === 'string' ? cause.message : '');
+  return scrub(`${e.name}: ${e.message}${why ? ` (${why})` : ''}`).slice(0, 500);
 }
