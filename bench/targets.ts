@@ -101,6 +101,12 @@ export async function citygateSetup(origin: string, adminKey: string, charged: b
       idempotency_key: "bench-grant",
     });
   }
+  // BENCH_AUTH=key: the load authenticates with a user API key (accounts/keys) instead of the
+  // user token, e.g. PAIR=citygate,citygate PAIR_B_ENV="BENCH_AUTH=key" (a key call vs a JWT call).
+  if (process.env.BENCH_AUTH === "key") {
+    const made = await postJson<{ secret: string }>(`${origin}/v1/accounts/keys/create`, adminKey, { city_id: city.city_id, user_id: userId, name: "bench" });
+    return { cityId: city.city_id, userId, userToken: made.secret };
+  }
   return { cityId: city.city_id, userId, userToken: token.user_token };
 }
 

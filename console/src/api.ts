@@ -90,6 +90,8 @@ export interface UsageRecord {
   images: number; seconds: number; credits: number; duration_ms: number; overhead_ms?: number | null; created_at: string; estimated?: boolean;
   /** The cost at the base price and credits − that (the city's margin); the alias asked for. */
   base_credits?: number; margin_credits?: number; alias?: string | null;
+  /** The user API key the call was made with (accounts/keys). */
+  key_id?: string | null;
 }
 export interface StatsRow {
   day?: string; city_id?: string | null; model?: string; calls: number; errors: number; input_tokens: number; output_tokens: number;

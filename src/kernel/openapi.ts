@@ -129,7 +129,12 @@ export function openApiDocument(services: Iterable<ServiceDef>, info: { title: s
     paths,
     components: {
       securitySchemes: {
-        userToken: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'A user token bound to one city' },
+        userToken: {
+          type: 'http',
+          scheme: 'bearer',
+          bearerFormat: 'JWT',
+          description: 'A user token bound to one city, or a user API key (cg_key_…, accounts/keys/create), which acts as its user; either may also be sent as x-api-key or x-goog-api-key',
+        },
         bureauToken: { type: 'http', scheme: 'bearer', description: 'A city’s trusted backend (cg_bureau_…)' },
         adminKey: { type: 'http', scheme: 'bearer', description: 'GATEWAY_ADMIN_SECRET_KEY (cg_admin_…)' },
       },

@@ -99,7 +99,16 @@ export function ipMatcher(list: readonly string[]): (ip: string) => boolean {
       /* checked by the action's schema */
     }
   }
+  // the last address asked about, and its answer: a key is mostly used from one place
+  let lastIp = '';
+  let lastOk = false;
   return (ip) => {
+    if (ip === lastIp) return lastOk;
+    lastOk = matches(ip);
+    lastIp = ip;
+    return lastOk;
+  };
+  function matches(ip: string): boolean {
     let a: ipaddr.IPv4 | ipaddr.IPv6;
     try {
       a = ipaddr.process(ip); // ::ffff:10.0.0.1 is 10.0.0.1
@@ -112,7 +121,7 @@ export function ipMatcher(list: readonly string[]): (ip: string) => boolean {
       if (range.kind() === 'ipv6' && a.kind() === 'ipv4' && (a as ipaddr.IPv4).toIPv4MappedAddress().match(range, bits)) return true;
     }
     return false;
-  };
+  }
 }
 
 function parseList(text: string | null): string[] | null {
@@ -195,10 +204,10 @@ export class UserKeys {
    * before, active and unexpired — answers from memory without a promise.
    */
   verify(token: string): Identity | Promise<Identity> {
-    if (!this.stale()) {
+    const now = Date.now();
+    if (now - this.#polledAt <= this.ttlMs) {
       const e = this.#verified.get(token);
       if (e !== undefined && e.live && e.active) {
-        const now = Date.now();
         if (e.expiresAt === 0 || e.expiresAt > now) {
           if (now - e.touchedAt >= TOUCH_EVERY_MS) this.#touch(e, now);
           return e.identity;
@@ -222,8 +231,10 @@ export class UserKeys {
       // The hash is computed whatever the lookup found, and compared in constant time.
       const hash = await sha256Hex(token);
       if (!e || !sameDigest(hash, e.hash)) throw invalid();
-      if (this.#verified.size >= CACHE_MAX) this.#verified.delete(this.#verified.keys().next().value!);
-      this.#verified.set(token, e);
+      if (e.live) {
+        if (this.#verified.size >= CACHE_MAX) this.#verified.delete(this.#verified.keys().next().value!);
+        this.#verified.set(token, e);
+      }
     }
     if (!e.active) throw unauthorized('key_revoked', 'This API key has been revoked.');
     const now = Date.now();
@@ -242,10 +253,13 @@ export class UserKeys {
         try {
           const row = await this.db.kysely.selectFrom('user_keys').select(COLUMNS).where('key_id', '=', id).executeTakeFirst();
           const e = row ? entryOf(row) : null;
-          // a change polled or announced meanwhile dropped the id: keep what the poll knows
           if (this.#loading.get(id) === loading) {
             if (this.#byId.size >= IDS_MAX) this.#forgetAll();
             this.#byId.set(id, e);
+          } else if (e) {
+            // a change announced meanwhile dropped the id: this row may predate it, so it serves
+            // the calls that waited for it but is not remembered (the next call reads again)
+            e.live = false;
           }
           return e;
         } finally {

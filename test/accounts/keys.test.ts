@@ -1,11 +1,12 @@
 // Users' API keys (issue 33): accounts/keys/create|list|update|revoke for users, bureaus and the
 // admin; a key acts as its user through the official `openai` and `@anthropic-ai/sdk` clients
-// (Bearer, x-api-key) and x-goog-api-key; its own limits — models (404 model_not_found on
+// (Bearer, x-api-key) and Google's `@google/genai` (x-goog-api-key); its own limits — models (404 model_not_found on
 // chat/completions, Responses, Messages and embeddings), client addresses, rpm, expiry, a
 // budget window (a 50-way race) — apply on top of the user's. After every test the key strings
 // made so far appear nowhere: not in any table, the gateway's logs, its files (request logs in
 // full mode), usage records or webhook payloads.
 import Anthropic from '@anthropic-ai/sdk';
+import { GoogleGenAI } from '@google/genai';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
@@ -173,6 +174,17 @@ describe('the life of a key', () => {
     assert.equal(models.status, 200, models.text);
     const [rec] = await w.records(t, 1);
     assert.equal(rec.mode, 'messages');
+  });
+
+  test("Google's @google/genai client sends the key as x-goog-api-key (Gemini API); the allow-list holds there too", async () => {
+    const t = await w.user('gemini');
+    const { secret } = await makeKey(t, { name: 'gemini cli', models: ['stub-model'] });
+    const genai = new GoogleGenAI({ apiKey: secret, httpOptions: { baseUrl: w.gw.url, apiVersion: 'v1beta' } });
+    const r = await genai.models.generateContent({ model: 'stub-model', contents: 'hello there' });
+    assert.match(r.text ?? '', /hello there/);
+    const [rec] = await w.records(t, 1);
+    assert.equal(rec.key_id, KEY.exec(secret)![1]);
+    await assert.rejects(genai.models.generateContent({ model: 'claude', contents: 'hi' }), (e: any) => /404/.test(String(e.status ?? e.message)));
   });
 });
 
@@ -439,4 +451,10 @@ describe('a budget window under a race', () => {
     assert.ok(view.spent.window_start && view.spent.resets_at);
     void city;
   });
+});
+
+test('the webhook endpoint received this file’s events (the checks after each test read their payloads)', async () => {
+  await until('webhook deliveries', () => rx.deliveries.length > 0, 30_000);
+  const types = new Set(rx.deliveries.map((d) => JSON.parse(d.body).type));
+  assert.ok(types.has('user.created'), [...types].join(','));
 });

@@ -1,4 +1,4 @@
-// Usage records: filters (city, user, model, status, dates), cursor pages and a CSV export of
+// Usage records: filters (city, user, API key, model, status, dates), cursor pages and a CSV export of
 // every record that matches (streamed by usage/export); a record's request log (when one was
 // kept: REQUEST_LOG) opens beneath it.
 import { useState } from 'preact/hooks';
@@ -8,8 +8,8 @@ import { Badge, Empty, ErrorBox, ms, num, PageHead, Show, useAction, useLoad, wh
 import { CityMargins } from './margins.tsx';
 import { RequestLogView } from './request-log.tsx';
 
-interface Filters { city_id: string; user_id: string; model: string; status: string; from: string; to: string }
-const EMPTY: Filters = { city_id: '', user_id: '', model: '', status: '', from: '', to: '' };
+interface Filters { city_id: string; user_id: string; key_id: string; model: string; status: string; from: string; to: string }
+const EMPTY: Filters = { city_id: '', user_id: '', key_id: '', model: '', status: '', from: '', to: '' };
 
 
 /** The filters as usage/list wants them: `to` is exclusive, so the end date's whole day counts. */
@@ -71,6 +71,7 @@ export function Usage() {
             </select>
           </label>
           <label>User<input name="user_id" value={draft.user_id} onInput={set('user_id')} placeholder="any" /></label>
+          <label>API key<input name="key_id" value={draft.key_id} onInput={set('key_id')} placeholder="any (cg_key_…)" /></label>
           <label>Model<input name="model" value={draft.model} onInput={set('model')} placeholder="any" /></label>
           <label>
             Status
@@ -109,7 +110,7 @@ export function Usage() {
                     {p.items.map((u) => [
                       <tr key={u.usage_id} class={opened === u.usage_id ? 'selected' : undefined}>
                         <td>{when(u.created_at)}</td>
-                        <td>{u.city_id ?? '—'} / {u.user_id ?? '—'}</td>
+                        <td>{u.city_id ?? '—'} / {u.user_id ?? '—'}{u.key_id && <div><small class="muted" data-testid="usage-key">key cg_key_{u.key_id}</small></div>}</td>
                         <td>{u.model} <small class="muted">{u.mode}</small>{u.alias && <div><small class="muted">as {u.alias}</small></div>}</td>
                         <td><Badge status={u.status} />{u.error_code && <small> {u.error_code}</small>}{u.note && <small class="muted"> {u.note}</small>}</td>
                         <td class="num" title={u.estimated ? 'estimated: the upstream reported no usage' : undefined}>{u.estimated ? '~' : ''}{num(u.input_tokens)} / {num(u.output_tokens)}</td>

@@ -16,7 +16,7 @@ const nextTurn = (): Promise<void> =>
 export const CSV_COLUMNS = [
   'created_at', 'request_id', 'city_id', 'user_id', 'model', 'mode', 'status', 'error_code', 'input_tokens', 'output_tokens',
   'cached_tokens', 'cache_write_tokens', 'cache_write_1h_tokens', 'images', 'seconds', 'credits', 'duration_ms', 'overhead_ms',
-  'estimated', 'note', 'usage_id', 'alias', 'base_credits', 'margin_credits', 'upstream', 'attempts',
+  'estimated', 'note', 'usage_id', 'alias', 'base_credits', 'margin_credits', 'upstream', 'attempts', 'key_id',
 ] as const;
 
 const csvCell = (v: unknown) => {
