@@ -363,6 +363,19 @@ describe('/v1/mcp', () => {
     }
   });
 
+  test('one process calls a server up to 64 times at once (slow tools do not queue behind 8 connections)', async () => {
+    alpha.delayMs = 1500;
+    alpha.maxInFlight = 0;
+    const c = await mcpClient(tokenA);
+    try {
+      await Promise.all(Array.from({ length: 20 }, () => c.callTool({ name: 'alpha__leaky', arguments: {} }))); // price 0
+      assert.ok(alpha.maxInFlight > 8, `at most ${alpha.maxInFlight} calls were in progress at once`);
+    } finally {
+      alpha.delayMs = 0;
+      await c.close();
+    }
+  });
+
   test('a 50-way race of priced tool calls: exactly the credits there are, Σ charged = Σ usage credits', async () => {
     const token = await cityWithUser(admin, 'mcp-a', 'racer');
     assert.equal((await fund('mcp-a', 'racer', 10_000, 'racer-1')).status, 200);

@@ -37,6 +37,8 @@ export interface McpStub {
   tokensIssued: number;
   /** Delay every tools/call by this long (ms). */
   delayMs: number;
+  /** The most tool calls that were in progress at once. */
+  maxInFlight: number;
   /** Answer every MCP request with 503. */
   failing: boolean;
   /** Forget every OAuth token issued (the next request with one is a 401). */
@@ -52,14 +54,20 @@ async function readAll(req: IncomingMessage): Promise<Buffer> {
 
 export async function startMcpStub(o: McpStubOptions): Promise<McpStub> {
   const issued = new Set<string>();
-  const stub: McpStub = { url: '', origin: '', requests: [], calls: new Map(), tokensIssued: 0, delayMs: 0, failing: false, revokeTokens: () => issued.clear(), close: async () => {} };
+  const stub: McpStub = { url: '', origin: '', requests: [], calls: new Map(), tokensIssued: 0, delayMs: 0, failing: false, revokeTokens: () => issued.clear(), maxInFlight: 0, close: async () => {} };
+  let inFlight = 0;
 
   const build = () => {
     const server = new McpServer({ name: o.name, version: '1.0.0' });
     for (const t of o.tools) {
       server.registerTool(t.name, { description: t.description ?? `${t.name} of ${o.name}`, inputSchema: { text: z.string().optional() } }, async (args) => {
         stub.calls.set(t.name, (stub.calls.get(t.name) ?? 0) + 1);
-        if (stub.delayMs) await new Promise((r) => setTimeout(r, stub.delayMs));
+        stub.maxInFlight = Math.max(stub.maxInFlight, ++inFlight);
+        try {
+          if (stub.delayMs) await new Promise((r) => setTimeout(r, stub.delayMs));
+        } finally {
+          inFlight--;
+        }
         if (t.fails) throw new Error(t.fails);
         return { content: [{ type: 'text' as const, text: t.answer ? t.answer(args) : `${o.name}:${t.name}:${args.text ?? ''}` }] };
       });
