@@ -345,7 +345,7 @@ describe('/v1/mcp', () => {
 
   test("the user's cap on calls in flight (shared with model calls) refuses the call over it with an MCP error, nothing called", async () => {
     assert.equal((await admin.post('/v1/env/upsert', { key: 'RATE_LIMIT_USER_AI_CALLS', value: '1' })).status, 200);
-    alpha.delayMs = 400;
+    alpha.delayMs = 1500; // the first call is still out when the second arrives, however loaded the machine
     const c = await mcpClient(tokenA);
     try {
       const before = alpha.calls.get('echo') ?? 0;
