@@ -49,7 +49,7 @@ before(async () => {
       secretHeader: ['x-upstream-key', SECRET],
       tools: [{ name: 'echo' }, { name: 'leaky', fails: `backend refused key ${SECRET}` }, { name: 'internal' }],
     }),
-    startMcpStub({ name: 'beta', oauth: { clientId: 'citygate', clientSecret: CLIENT_SECRET }, tools: [{ name: 'search', answer: (a) => `results for ${a.text}` }, { name: 'hidden' }] }),
+    startMcpStub({ name: 'beta', oauth: { clientId: 'citygate', clientSecret: CLIENT_SECRET }, tools: [{ name: 'search', answer: (a) => `results for ${a.text}` }, { name: 'hidden' }, { name: 'big', answer: () => 'x'.repeat(300_000) }] }),
     startMcpStub({ name: 'slow', tools: [{ name: 'wait' }] }),
   ]);
   slow.delayMs = 5000;
@@ -203,7 +203,7 @@ describe('/v1/mcp', () => {
     assert.equal((await fund('mcp-a', 'ann', 10_000, 'ann-1')).status, 200);
     const c = await mcpClient(tokenA);
     const names = (await c.listTools()).tools.map((t) => t.name).sort();
-    assert.deepEqual(names, ['alpha__echo', 'alpha__leaky', 'beta__search', 'slow__wait']);
+    assert.deepEqual(names, ['alpha__echo', 'alpha__leaky', 'beta__big', 'beta__search', 'slow__wait']);
     const echo = await c.callTool({ name: 'alpha__echo', arguments: { text: 'hi' } });
     assert.deepEqual(echo.content, [{ type: 'text', text: 'alpha:echo:hi' }]);
     const search = await c.callTool({ name: 'beta__search', arguments: { text: 'mcp' } });
@@ -240,6 +240,20 @@ describe('/v1/mcp', () => {
     assert.deepEqual((await c.callTool({ name: 'beta__search', arguments: { text: 'three' } })).content, [{ type: 'text', text: 'results for three' }]);
     assert.equal(beta.tokensIssued, n0 + 1, 'a refused token is replaced once, and the call goes through');
     await c.close();
+  });
+
+  test("an upstream's answer past AI_FETCH_MAX_BYTES is cut off: a clean MCP error, not charged", async () => {
+    const c = await mcpClient(tokenA);
+    assert.equal(((await c.callTool({ name: 'beta__big', arguments: {} })).content as unknown[]).length, 1, 'under the cap it passes');
+    assert.equal((await admin.post('/v1/env/upsert', { key: 'AI_FETCH_MAX_BYTES', value: '100000' })).status, 200);
+    try {
+      const e = await mcpErrorOf(c.callTool({ name: 'beta__big', arguments: {} }));
+      assert.equal(e.code, -32052, e.message);
+      assert.equal((e.data as { code: string }).code, 'upstream_too_large');
+    } finally {
+      await admin.post('/v1/env/remove', { key: 'AI_FETCH_MAX_BYTES' });
+      await c.close();
+    }
   });
 
   test("refused: no token, a bad token, another city's token, a revoked token, a revoked key", async () => {
@@ -337,7 +351,7 @@ describe('/v1/mcp', () => {
     await until('charges written', async () => (await unsettled(gw, 'ann')) === 0, 20_000);
     assert.equal(await balanceOf(tokenA), before - 1000);
     const failed = await until('failed records', async () => {
-      const r = await rows<{ error_code: string; credits: number }>(gw, `SELECT error_code, credits FROM usage WHERE city_id = 'mcp-a' AND mode = 'mcp' AND status = 'error' AND error_code LIKE 'upstream%' ORDER BY seq`);
+      const r = await rows<{ error_code: string; credits: number }>(gw, `SELECT error_code, credits FROM usage WHERE city_id = 'mcp-a' AND mode = 'mcp' AND status = 'error' AND error_code LIKE 'upstream%' AND error_code <> 'upstream_too_large' ORDER BY seq`);
       return r.length >= 4 ? r : null;
     });
     assert.deepEqual(failed.map((r) => [r.error_code, Number(r.credits)]), [['upstream_timeout', 0], ['upstream_error', 0], ['upstream_error', 0], ['upstream_unavailable', 0]]);

@@ -63,6 +63,8 @@ export function classify(e: unknown, server: string, timeoutMs: number): Upstrea
     if (st === 401 || st === 403) return { upstreamFault: false, code: 'upstream_auth_failed', error: gatewayMcpError(502, 'upstream_auth_failed', `The MCP server '${server}' refused citygate's credentials (${st}); the city's operator must fix the server's auth.`) };
     return fault(502, 'upstream_error', `The MCP server '${server}' answered HTTP ${st || 'error'}.`);
   }
+  // One tool's large answers say nothing of the server's health: not counted toward its breaker.
+  if (e instanceof UnreadableUrl && e.reason === 'too_large') return { upstreamFault: false, code: 'upstream_too_large', error: gatewayMcpError(502, 'upstream_too_large', `The MCP server '${server}' answered more than citygate accepts (AI_FETCH_MAX_BYTES).`) };
   if (e instanceof UnreadableUrl) return { upstreamFault: false, code: 'upstream_refused', error: gatewayMcpError(502, 'upstream_refused', `The MCP server '${server}' is not reachable under the outbound policy: ${e.message}.`) };
   if (e instanceof TokenError) return fault(502, 'upstream_auth_failed', `citygate could not obtain an access token for the MCP server '${server}': ${scrub(e.message)}.`);
   if (isAbort(e)) return fault(504, 'upstream_timeout', `The MCP server '${server}' did not answer within ${timeoutMs} ms.`);

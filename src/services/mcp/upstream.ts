@@ -11,7 +11,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { GatewayContext } from '../../kernel/context.ts';
-import { checkUrl, outboundRules } from '../../kernel/outbound/policy.ts';
+import { checkUrl, DEFAULT_FETCH_MAX_BYTES, outboundRules, UnreadableUrl } from '../../kernel/outbound/policy.ts';
 import { accessToken, forgetToken } from './oauth.ts';
 import { openAuth, type ServerAuth, type ServerRow } from './store.ts';
 
@@ -20,7 +20,35 @@ const VERSION = '0.1.0';
 const clients = new Map<string, Promise<Client>>();
 const keyOf = (row: ServerRow) => `${row.server_id}\x1f${row.updated_at}`;
 
-/** A fetch for one server: guarded, with its credentials, without the GET stream. */
+/** The most an upstream's answer may hold: AI_FETCH_MAX_BYTES, as for every fetch under the policy. */
+function maxBytes(gw: GatewayContext): number {
+  const v = Number(gw.env.get('AI_FETCH_MAX_BYTES'));
+  return Number.isFinite(v) && v >= 1 ? v : DEFAULT_FETCH_MAX_BYTES;
+}
+
+/** The answer, cut off with an error past `max` bytes (declared or counted): an upstream cannot fill the process's memory. */
+function capped(res: Response, max: number): Response {
+  const declared = Number(res.headers.get('content-length'));
+  const tooLarge = () => new UnreadableUrl('too_large', `the MCP server's answer is larger than ${max} bytes`);
+  if (Number.isFinite(declared) && declared > max) {
+    void res.body?.cancel().catch(() => {});
+    throw tooLarge();
+  }
+  if (!res.body) return res;
+  let n = 0;
+  const body = res.body.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, c) {
+        n += chunk.byteLength;
+        if (n > max) c.error(tooLarge());
+        else c.enqueue(chunk);
+      },
+    }),
+  );
+  return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+}
+
+/** A fetch for one server: guarded, with its credentials, without the GET stream, its answers capped. */
 function serverFetch(gw: GatewayContext, row: Pick<ServerRow, 'server_id' | 'url'>, auth: ServerAuth): typeof fetch {
   const rules = outboundRules(gw.env);
   checkUrl(new URL(row.url), rules);
@@ -29,7 +57,7 @@ function serverFetch(gw: GatewayContext, row: Pick<ServerRow, 'server_id' | 'url
     if (auth.type === 'headers') for (const [k, v] of Object.entries(auth.headers)) headers.set(k, v);
     if (token !== null) headers.set('authorization', `Bearer ${token}`);
     const url = typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
-    return gw.http.untrusted(url, { ...init, headers, redirect: 'manual' }, rules);
+    return capped(await gw.http.untrusted(url, { ...init, headers, redirect: 'manual' }, rules), maxBytes(gw));
   };
   const token = () => (auth.type === 'oauth' ? accessToken(gw, row.server_id, auth) : null);
   return (async (input: string | URL | Request, init?: RequestInit) => {
