@@ -74,6 +74,7 @@ export const METHODS = {
     'models/remove': 'POST',
   },
   webhooks: { create: 'POST', list: 'GET', update: 'POST', remove: 'POST', test: 'POST', deliveries: 'GET', redeliver: 'POST', alerts: 'GET', 'alerts/update': 'POST' },
+  mcp: { '': 'POST', 'servers/create': 'POST', 'servers/list': 'GET', 'servers/update': 'POST', 'servers/remove': 'POST', 'servers/test': 'POST' },
 } as const satisfies { [S in ServiceId]: { [A in ActionId<S>]: Method } } & { [S in ServiceId]: Record<string, Method> };
 
 /** The method of an action; actions of services the client does not know default to POST. */

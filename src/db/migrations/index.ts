@@ -21,6 +21,7 @@ import usagePartitions from './088_usage_partitions.ts';
 import webhooks from './090_webhooks.ts';
 import userKeys from './092_user_keys.ts';
 import plans from './094_plans.ts';
+import mcpServers from './096_mcp_servers.ts';
 
 /** One statement: portable SQL (translated for PostgreSQL by dialects/postgres-ddl.ts), or both texts. */
 export type MigrationStatement = string | { sqlite: string; postgres: string };
@@ -51,4 +52,5 @@ export const migrations: Migration[] = [
   { name: '090_webhooks', statements: webhooks },
   { name: '092_user_keys', statements: userKeys },
   { name: '094_plans', statements: plans },
+  { name: '096_mcp_servers', statements: mcpServers },
 ];

@@ -53,7 +53,7 @@ export function dispatcher(d: AdmissionDeps): (c: Context, path?: string) => Pro
     const found = findAction(service, actionPath);
     if (!found) throw notFound('action_not_found', `The service '${serviceId}' has no action '${actionPath}'.`);
     const { action, id, restPath } = found;
-    c.set('route' as never, `/v1/${serviceId}/${id}` as never);
+    c.set('route' as never, (id === '' ? `/v1/${serviceId}` : `/v1/${serviceId}/${id}`) as never);
     if (!action.formatError) return admit(c, req, serviceId, action, id, restPath);
     try {
       return await admit(c, req, serviceId, action, id, restPath);
