@@ -2,7 +2,9 @@
 // credential kept in sessionStorage (gone when the tab closes; never localStorage, a cookie or
 // a URL). Every error comes back as ApiError with the gateway's own message.
 
-const KEY = 'citygate.console.key';
+let KEY = 'citygate.console.key';
+/** The sessionStorage slot of this app's credential (the users' page keeps one per city). */
+export const setSessionSlot = (name: string) => void (KEY = name);
 
 export class ApiError extends Error {
   status: number;

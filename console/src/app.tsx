@@ -17,6 +17,7 @@ import { Bureaus } from './pages/bureaus.tsx';
 import { Playground } from './pages/playground.tsx';
 import { Webhooks } from './pages/webhooks.tsx';
 import { Plans } from './pages/plans.tsx';
+import { Mcp } from './pages/mcp.tsx';
 
 export const WhoContext = createContext<Who>({ kind: 'admin', city: null });
 export const useWho = () => useContext(WhoContext);
@@ -39,6 +40,7 @@ const PAGES: PageDef[] = [
   { id: 'env', title: 'Env', admin: true, view: Env },
   { id: 'bureaus', title: 'Bureaus', admin: true, view: Bureaus },
   { id: 'webhooks', title: 'Webhooks', view: Webhooks },
+  { id: 'mcp', title: 'Tools (MCP)', view: Mcp },
   { id: 'playground', title: 'Playground', view: Playground },
 ];
 

@@ -292,6 +292,17 @@ export function createAdminClient(opts: AdminClientOptions) {
       /** The admin catalog: every registered model, with env requirements, prices and availability. */
       models: j('ai', 'models'),
     },
+    /** A city's upstream MCP servers, whose tools its users get at /v1/mcp (docs/mcp.md). */
+    mcp: {
+      servers: {
+        create: j('mcp', 'servers/create'),
+        list: j('mcp', 'servers/list'),
+        update: j('mcp', 'servers/update'),
+        remove: j('mcp', 'servers/remove'),
+        /** Connects, lists the server's tools and reports which are offered, at what price. */
+        test: j('mcp', 'servers/test'),
+      },
+    },
     call: makeCall(t),
   };
 }

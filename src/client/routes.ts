@@ -7,7 +7,7 @@ export type Method = 'GET' | 'POST';
 
 export const METHODS = {
   env: { list: 'GET', upsert: 'POST', remove: 'POST', import: 'POST' },
-  cities: { list: 'GET', current: 'GET', get: 'GET', create: 'POST', pause: 'POST', activate: 'POST', remove: 'POST', 'tokens/apply': 'POST', update: 'POST', 'tokens/revoke': 'POST', 'keys/rotate': 'POST' },
+  cities: { list: 'GET', current: 'GET', get: 'GET', create: 'POST', pause: 'POST', activate: 'POST', remove: 'POST', 'tokens/apply': 'POST', update: 'POST', 'tokens/revoke': 'POST', 'keys/rotate': 'POST', page: 'GET' },
   bureaus: { create: 'POST', list: 'GET', revoke: 'POST' },
   accounts: { providers: 'GET', login: 'POST', 'oauth/start': 'POST', 'oauth/callback': 'GET', 'oauth/result': 'GET', logout: 'POST', me: 'GET', users: 'GET', 'keys/create': 'POST', 'keys/list': 'POST', 'keys/update': 'POST', 'keys/revoke': 'POST' },
   balance: { me: 'GET', history: 'GET', list: 'GET', get: 'GET', ledger: 'GET', adjust: 'POST' },
@@ -41,7 +41,7 @@ export const METHODS = {
     'webhook/creem': 'POST',
     'webhook/stripe': 'POST',
   },
-  usage: { me: 'GET', list: 'GET', export: 'GET', summary: 'GET', stats: 'GET', 'request-log': 'GET' },
+  usage: { me: 'GET', 'me/daily': 'GET', list: 'GET', export: 'GET', summary: 'GET', stats: 'GET', 'request-log': 'GET' },
   ai: {
     models: 'GET',
     text: 'POST',
@@ -49,6 +49,7 @@ export const METHODS = {
     'chat/completions': 'POST',
     embeddings: 'POST',
     responses: 'POST',
+    'responses/compact': 'POST',
     messages: 'POST',
     'messages/count_tokens': 'POST',
     'v1/messages': 'POST',
@@ -73,6 +74,7 @@ export const METHODS = {
     'models/remove': 'POST',
   },
   webhooks: { create: 'POST', list: 'GET', update: 'POST', remove: 'POST', test: 'POST', deliveries: 'GET', redeliver: 'POST', alerts: 'GET', 'alerts/update': 'POST' },
+  mcp: { '': 'POST', 'servers/create': 'POST', 'servers/list': 'GET', 'servers/update': 'POST', 'servers/remove': 'POST', 'servers/test': 'POST' },
 } as const satisfies { [S in ServiceId]: { [A in ActionId<S>]: Method } } & { [S in ServiceId]: Record<string, Method> };
 
 /** The method of an action; actions of services the client does not know default to POST. */

@@ -15,6 +15,7 @@ import type { paymentService } from '../services/payment/index.ts';
 import type { plansService } from '../services/plans/index.ts';
 import type { usageService } from '../services/usage/index.ts';
 import type { webhooksService } from '../services/webhooks/index.ts';
+import type { mcpService } from '../services/mcp/index.ts';
 
 /** Every stock service's actions, by service id and action id. */
 export interface Registry {
@@ -28,6 +29,7 @@ export interface Registry {
   usage: (typeof usageService)['actions'];
   ai: (typeof aiService)['actions'];
   webhooks: (typeof webhooksService)['actions'];
+  mcp: (typeof mcpService)['actions'];
 }
 
 export type ServiceId = keyof Registry;

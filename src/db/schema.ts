@@ -513,6 +513,7 @@ export interface Schema {
   subscriptions: SubscriptionsTable;
   subscription_periods: SubscriptionPeriodsTable;
   subscription_events: SubscriptionEventsTable;
+  mcp_servers: McpServersTable;
   _migrations: MigrationsTable;
 }
 
@@ -625,4 +626,28 @@ export interface UserKeysTable {
   /** Bumped by every change: processes poll by it. */
   updated_at: number;
   last_used_at: number | null;
+}
+
+// MCP servers per city (issue 36, migration 096).
+export interface McpServersTable {
+  server_id: string;
+  city_id: string;
+  /** Unique in the city; the prefix of its tools' names (`<name>__<tool>`). */
+  name: string;
+  url: string;
+  /** 'none' | 'headers' | 'oauth'. */
+  auth_type: string;
+  /** The credentials as JSON, sealed at rest (null: none). */
+  auth: string | null;
+  /** 'all' | 'allow' | 'deny': how `tools` (a JSON array of tool names) filters. */
+  tool_filter: string;
+  tools: string;
+  /** Credits per call, and per-tool overrides (JSON object tool → credits). */
+  price: number;
+  prices: string;
+  timeout_ms: number;
+  enabled: number;
+  description: string;
+  created_at: number;
+  updated_at: number;
 }

@@ -49,7 +49,45 @@ export const cityPricesSchema = z
 
 export const requestLogSchema = z.enum(REQUEST_LOG_MODES).describe("request logs for this city's AI calls: off, metadata (no bodies) or full (bodies too, redacted); null: the REQUEST_LOG env key");
 
+/** A logo on the users' page: an https URL only (no script, data or plain-http URL), no credentials in it. */
+export const logoUrlSchema = z
+  .string()
+  .trim()
+  .max(2048)
+  .refine(
+    (v) => {
+      try {
+        const u = new URL(v);
+        // a plain host name (or IP) only: the origin goes into the page's CSP img-src
+        return u.protocol === 'https:' && !u.username && !u.password && /^[a-z0-9.-]+$|^\[[0-9a-f:.]+\]$/.test(u.hostname);
+      } catch {
+        return false;
+      }
+    },
+    { message: 'must be an https:// URL (no user or password in it)' },
+  )
+  .transform((v) => new URL(v).toString());
+export const accentColorSchema = z
+  .string()
+  .trim()
+  .regex(/^#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{6})$/, 'must be a hex colour: #rgb or #rrggbb')
+  .transform((v) => v.toLowerCase());
+
+/** The city's users' page (/u/<city_id>/): on unless turned off; its logo and accent colour. */
+export const userPageSchema = z.strictObject({
+  enabled: z.boolean().optional().describe("false turns the users' page off (it answers 404); default on"),
+  logo_url: logoUrlSchema.nullable().optional().describe('https URL of a logo shown on the page; null removes it'),
+  accent_color: accentColorSchema.nullable().optional().describe('#rgb or #rrggbb; null: the default'),
+});
+export interface UserPageSettings {
+  enabled?: boolean;
+  logo_url?: string;
+  accent_color?: string;
+}
+
 export interface CitySettings {
+  /** The users' page: off when enabled is false; its branding. */
+  user_page?: UserPageSettings;
   /** Request logs for this city; absent: REQUEST_LOG. */
   request_log?: RequestLogMode;
   limits?: CityLimits;

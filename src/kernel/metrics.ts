@@ -36,6 +36,8 @@ export interface Metrics {
   tokens: Counter;
   /** citygate_credits_total{city, model} */
   credits: Counter;
+  /** citygate_mcp_tool_calls_total{city, server, tool, outcome}: tool calls through /v1/mcp (outcome ok | an error code) */
+  mcpCalls: Counter;
   /** The exposition text, or null where metrics are not kept. */
   render(): Promise<{ contentType: string; text: string } | null>;
 }
@@ -52,6 +54,7 @@ const NOOP: Metrics = {
   upstreamDuration: noop,
   tokens: noop,
   credits: noop,
+  mcpCalls: noop,
   render: async () => null,
 };
 

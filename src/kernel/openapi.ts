@@ -116,7 +116,7 @@ export function openApiDocument(services: Iterable<ServiceDef>, info: { title: s
   for (const s of services) {
     tags.push({ name: s.id, description: s.description ?? s.name });
     for (const [id, action] of Object.entries(s.actions)) {
-      const path = `/v1/${s.id}/${id.endsWith('/*') ? `${id.slice(0, -2)}/{path}` : id}`;
+      const path = id === '' ? `/v1/${s.id}` : `/v1/${s.id}/${id.endsWith('/*') ? `${id.slice(0, -2)}/{path}` : id}`;
       const op = operation(s, id, action);
       // further methods (ActionDef.methods) first, the action's own last
       paths[path] = Object.fromEntries([...(action.methods ?? []).map((m) => [m.toLowerCase(), { ...op, operationId: `${op.operationId}_${m.toLowerCase()}` }]), [action.method.toLowerCase(), op]]);

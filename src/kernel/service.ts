@@ -97,6 +97,8 @@ export interface ServiceDef {
   /**
    * Paths outside /v1/{service} that a client with a fixed layout calls (Google's `/v1beta/…`):
    * path prefix → action prefix, e.g. `{'/v1beta': 'v1beta'}` serves /v1beta/x as action `v1beta/x`.
+   * A prefix of one segment under /v1 (`{'/v1/responses': 'responses'}`, for clients that append
+   * OpenAI's paths to a base URL of /v1) is served when no service has that segment as its id.
    */
   mounts?: Record<string, string>;
   /** Runs once at boot, after migrations (register capabilities, warm caches, warn). */

@@ -10,8 +10,9 @@ import { paymentService } from './payment/index.ts';
 import { plansService } from './plans/index.ts';
 import { usageService } from './usage/index.ts';
 import { webhooksService } from './webhooks/index.ts';
+import { mcpService } from './mcp/index.ts';
 
-export const stockServices: ServiceDef[] = [envService, citiesService, bureausService, accountsService, balanceService, plansService, paymentService, usageService, aiService, webhooksService];
+export const stockServices: ServiceDef[] = [envService, citiesService, bureausService, accountsService, balanceService, plansService, paymentService, usageService, aiService, webhooksService, mcpService];
 
 /** The services named by a GATEWAY_SERVICES list (comma-separated), or all of them. */
 export function selectServices(list: string | undefined, all: ServiceDef[] = stockServices): ServiceDef[] {

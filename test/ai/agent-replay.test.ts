@@ -9,6 +9,9 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
+import WebSocket from 'ws';
+import { client } from '../helpers/http.ts';
+import { sleep } from '../helpers/wait.ts';
 import { sseEvents, startAgentsWorld, upstreamCalls, type AgentsWorld } from './agents-world.ts';
 
 const fixture = (name: string) => JSON.parse(readFileSync(new URL(`./fixtures/${name}`, import.meta.url), 'utf8')) as { requests: { path: string; headers: Record<string, string>; body: any }[] };
@@ -16,6 +19,8 @@ const CLAUDE_OTHER = fixture('claude-code-2.1.197-other-model.json');
 const CLAUDE_CLAUDE = fixture('claude-code-2.1.197-claude-model.json');
 const CODEX = fixture('codex-0.171.0-default-config.json');
 const AGENTS = fixture('openai-agents-0.20.0.json');
+const CLAUDE_LATEST = fixture('claude-code-2.1.332-claude-model.json');
+const CODEX_WS = JSON.parse(readFileSync(new URL('./fixtures/codex-0.171.0-websocket-compaction.json', import.meta.url), 'utf8')) as { messages: { headers: Record<string, string>; event: any }[] };
 
 let w: AgentsWorld;
 before(async () => {
@@ -266,6 +271,107 @@ describe('@google/genai 3.3.0 (its default API version, v1)', () => {
         else assert.deepEqual(parts.find((p: any) => p.functionCall).functionCall.args, { city: 'Paris' });
       }
       await w.settled(t, b0, c0);
+    });
+  }
+});
+
+describe('Claude Code 2.1.332 (the newest), forwarded and translated', () => {
+  before(() => {
+    w.stub.plan = (tools) => (tools.includes('Write') ? { name: 'Write', args: { file_path: '/home/user/project/hello2.txt', content: 'hello' } } : null);
+  });
+
+  test('forwarded: the body and its betas as sent (model aside); translated: tool call then the final answer; charged exactly', async () => {
+    const t = await w.user('cc-latest');
+    const b0 = await w.balance(t);
+    const c0 = upstreamCalls(w);
+    for (const req of CLAUDE_LATEST.requests) {
+      const r = await replay(t, req, 'fwd-sonnet');
+      assert.equal(r.status, 200, r.text);
+      assert.deepEqual(without(lastUpstream().body, 'model'), without(req.body, 'model'));
+      assert.equal(lastUpstream().headers['anthropic-beta'], req.headers['anthropic-beta']);
+    }
+    const [first, second] = CLAUDE_LATEST.requests;
+    const r1 = await replay(t, first, 'gpt-4o-mini');
+    assert.equal(r1.status, 200, r1.text);
+    assert.equal(sseEvents(r1.text).find((e) => e.event === 'content_block_start' && e.data.content_block.type === 'tool_use')?.data.content_block.name, 'Write');
+    const r2 = await replay(t, second, 'gpt-4o-mini');
+    assert.equal(sseEvents(r2.text).filter((e) => e.data.delta?.type === 'text_delta').map((e) => e.data.delta.text).join(''), 'AGENT-DONE');
+    await w.settled(t, b0, c0);
+  });
+});
+
+describe('Codex CLI 0.171.0 over WebSocket (built-in OpenAI provider), a session that compacts', () => {
+  before(() => {
+    w.stub.plan = (tools) => (tools.includes('exec_command') ? { name: 'exec_command', args: { cmd: 'echo hello > hello.txt' } } : null);
+  });
+
+  for (const [label, model] of [
+    ['translated', 'gpt-4o-mini'],
+    ['forwarded', 'gpt-4.1-mini'],
+  ] as const) {
+    test(`${label}: the warm-up, the turns continued by previous_response_id, the compaction and the turn after it, on one socket; charged exactly`, async () => {
+      const t = await w.user(`codex-ws-${label}`);
+      const b0 = await w.balance(t);
+      const c0 = upstreamCalls(w);
+      const k0 = w.stub.compactions;
+      const ws = new WebSocket(`${w.gw.url.replace(/^http/, 'ws')}/v1/responses`, { headers: { ...CODEX_WS.messages[0].headers, authorization: `Bearer ${t}` } });
+      const events: any[] = [];
+      const waiters: (() => void)[] = [];
+      ws.on('message', (d) => {
+        events.push(JSON.parse(String(d)));
+        for (const f of waiters.splice(0)) f();
+      });
+      await new Promise((r, j) => ws.once('open', r).once('error', j));
+      const turn = (ev: any) => {
+        const from = events.length;
+        ws.send(JSON.stringify(ev));
+        return new Promise<any[]>((resolve) => {
+          const look = () => {
+            const end = events.slice(from).findIndex((e) => ['response.completed', 'response.failed', 'error'].includes(e.type));
+            if (end === -1) return void waiters.push(look);
+            resolve(events.slice(from, from + end + 1));
+          };
+          look();
+        });
+      };
+      let last: any = null;
+      let compaction: any = null;
+      const outputs: any[][] = [];
+      for (const { event } of CODEX_WS.messages) {
+        // the client sends back what this gateway gave it: the last response's id, the call's id, the compaction item
+        const ev = { ...event, model, ...(event.previous_response_id ? { previous_response_id: last.id } : {}) };
+        const call = outputs.flat().findLast((o) => o.type === 'function_call');
+        if (Array.isArray(ev.input)) ev.input = ev.input.map((i: any) => (i.type === 'compaction' ? compaction : i.type === 'function_call_output' ? { ...i, call_id: call.call_id } : i));
+        const got = await turn(ev);
+        assert.equal(got.at(-1).type, 'response.completed', JSON.stringify(got.at(-1)));
+        last = got.at(-1).response;
+        outputs.push(last.output);
+        compaction = last.output.find((o: any) => o.type === 'compaction') ?? compaction;
+      }
+      ws.close();
+      assert.deepEqual(outputs[0], [], 'the warm-up generates nothing');
+      assert.equal(outputs[1][0].type, 'function_call');
+      assert.deepEqual(outputs[2].map((o) => o.type), ['compaction'], 'exactly one compaction item');
+      assert.match(compaction.encrypted_content, label === 'translated' ? /^cgcmp1\./ : /^oa-cmp:/);
+      assert.equal(outputs[3][0].content[0].text, 'AGENT-DONE', 'the turn after the compaction');
+      assert.equal(w.stub.compactions - k0, 1);
+      const ups = w.stub.requests.slice(-3).map((r) => JSON.stringify(r.body));
+      assert.match(ups[1], /exec_command/, 'the compaction sees the whole conversation (the tool call and its output)');
+      if (label === 'forwarded') assert.ok(ups[2].includes(compaction.encrypted_content), 'OpenAI’s item passed back untouched');
+      else assert.match(ups[2], /Summary of the conversation so far/);
+
+      // three upstream calls, one free warm-up record, Σ credits = the balance drop
+      const calls = upstreamCalls(w) - c0;
+      assert.equal(calls, 3);
+      const u = client(w.gw.url, t);
+      let recs: any[] = [];
+      for (const end = Date.now() + 30_000; Date.now() < end; await sleep(25)) {
+        recs = (await u.get('/v1/usage/me?limit=100')).body.items ?? [];
+        if (recs.length >= 4 && b0 - (await w.balance(t)) === recs.reduce((a, r) => a + r.credits, 0)) break;
+      }
+      assert.equal(recs.length, 4, JSON.stringify(recs.map((r) => [r.credits, r.note])));
+      assert.deepEqual(recs.filter((r) => r.credits === 0).map((r) => r.note), ['warm-up (generate: false): no model call']);
+      assert.equal(b0 - (await w.balance(t)), recs.reduce((a, r) => a + r.credits, 0));
     });
   }
 });

@@ -285,6 +285,18 @@ describe('Responses API: stateless, credentials and money', () => {
     assert.equal(w.openai.requestCount, calls + 1);
   });
 
+  test('translated, a tool output without its call or a call without its output → 400 naming the item (as OpenAI); no upstream call', async () => {
+    const t = await w.user('orphans');
+    const c = client(w.gw.url, t);
+    const calls = w.openai.requestCount;
+    const call = { type: 'function_call', call_id: 'call_1', name: 'get_weather', arguments: '{}' };
+    const orphan = await c.post('/v1/ai/responses', { model: 'stub-model', tools: [weather], input: [{ role: 'user', content: 'x' }, { type: 'function_call_output', call_id: 'call_9', output: 'y' }] });
+    assert.deepEqual([orphan.status, errorOf(orphan).param], [400, 'input.1.call_id']);
+    const unanswered = await c.post('/v1/ai/responses', { model: 'stub-model', tools: [weather], input: [{ role: 'user', content: 'x' }, call, { role: 'user', content: 'and?' }] });
+    assert.deepEqual([unanswered.status, errorOf(unanswered).param], [400, 'input.1.call_id']);
+    assert.equal(w.openai.requestCount, calls);
+  });
+
   test('a bad token → 401 in the OpenAI error shape', async () => {
     await assert.rejects(openaiFor('nope').responses.create({ model: 'stub-model', input: 'x' }), (e: unknown) => {
       assert.ok(e instanceof OpenAI.AuthenticationError);

@@ -283,6 +283,17 @@ describe('admin and bureau side', () => {
     const sum = await admin.usage.summary({ city_id: 'city-a' });
     assert.ok(sum.totals.calls > 0);
   });
+
+  test('mcp servers: create, list, update, remove; a private URL is a typed 400 naming url', async () => {
+    const refused = await rejects(() => admin.mcp.servers.create({ city_id: 'city-a', name: 'local', url: 'http://127.0.0.1:9/mcp' }));
+    assert.deepEqual([refused.status, refused.code, refused.param], [400, 'url_refused', 'url']);
+    const s = await admin.mcp.servers.create({ city_id: 'city-a', name: 'search', url: 'https://tools.example.com/mcp', auth: { type: 'headers', headers: { 'x-api-key': 'sdk-upstream-secret' } }, price: 5 });
+    assert.deepEqual(s.auth, { type: 'headers', header_names: ['x-api-key'] });
+    const u = await admin.mcp.servers.update({ server_id: s.server_id, allowed_tools: ['web'], prices: { web: 7 } });
+    assert.deepEqual([u.allowed_tools, u.prices], [['web'], { web: 7 }]);
+    assert.deepEqual((await admin.mcp.servers.list({ city_id: 'city-a' })).items.map((x) => x.name), ['search']);
+    assert.equal((await admin.mcp.servers.remove({ server_id: s.server_id })).removed, true);
+  });
 });
 
 describe('contract', () => {

@@ -30,9 +30,9 @@ after(() => Promise.all([full?.stop(), small?.stop()]));
 function actionsOf(d: any): Record<string, Record<string, string>> {
   const out: Record<string, Record<string, string>> = {};
   for (const [path, ops] of Object.entries<any>(d.paths)) {
-    const m = /^\/v1\/([^/]+)\/(.+)$/.exec(path);
-    if (!m) continue;
-    const action = m[2].replace(/\{path\}$/, '*');
+    const m = /^\/v1\/([^/]+)(?:\/(.+))?$/.exec(path); // `/v1/mcp`: the service's own endpoint, action ''
+    if (!m || path === '/v1/services') continue; // the kernel's own route, not an action
+    const action = (m[2] ?? '').replace(/\{path\}$/, '*');
     for (const method of Object.keys(ops)) (out[m[1]] ??= {})[action] = method.toUpperCase();
   }
   return out;
@@ -67,8 +67,8 @@ describe('the document', () => {
   test('every documented action is mounted: the other method answers 405, an undocumented action 404', async () => {
     const checks = Object.entries(actionsOf(doc)).flatMap(([svc, actions]) =>
       Object.entries(actions).map(async ([id, method]) => {
-        const path = `/v1/${svc}/${id.replace(/\*$/, 'x')}`;
-        if (Object.keys(doc.paths[`/v1/${svc}/${id.replace(/\*$/, '{path}')}`]).length > 1) return; // it answers both methods
+        const path = id === '' ? `/v1/${svc}` : `/v1/${svc}/${id.replace(/\*$/, 'x')}`;
+        if (Object.keys(doc.paths[id === '' ? path : `/v1/${svc}/${id.replace(/\*$/, '{path}')}`]).length > 1) return; // it answers both methods
         const r = await call(full.url, method === 'GET' ? 'POST' : 'GET', path);
         assert.equal(r.status, 405, `${path}: ${r.text}`);
         assert.equal(r.headers.get('allow'), method);

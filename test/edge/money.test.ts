@@ -9,6 +9,10 @@ import { startOpenAIStub, type OpenAIStub } from '../stubs/openai.ts';
 import { startCreemStub, type CreemStub } from '../stubs/creem.ts';
 import { startStripeStub, type StripeStub } from '../stubs/stripe.ts';
 import { until } from '../helpers/wait.ts';
+import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { startMcpStub } from '../stubs/mcp-upstream.ts';
 
 const STRIPE_WHSEC = 'whsec_citygate_edge';
 const CREEM_WHSEC = 'creem_whsec_citygate_edge';
@@ -289,5 +293,45 @@ describe('balance, payment and usage in workerd on D1', () => {
     const b = await books('edge-underpaid-b', u.id);
     assert.deepEqual(b.ledger.map((e) => [e.kind, e.credits]), [['topup', 4_000_000]]);
     assert.equal(b.ledgerSum, b.balance);
+  });
+});
+
+describe('the MCP gateway in workerd on D1 (stateless: every request connects its upstream afresh)', () => {
+  test('/v1/mcp: the SDK client lists a city\'s tools and calls them; a race for credits for 3 calls serves 3, charged once each', async () => {
+    const secret = 'edge-upstream-secret-0123456789';
+    const up = await startMcpStub({ name: 'edge', secretHeader: ['x-key', secret], tools: [{ name: 'echo' }, { name: 'off' }] });
+    try {
+      const u = await user('edge-mcp', 3000);
+      const refused = await admin.post('/v1/mcp/servers/create', { city_id: 'edge-mcp', name: 'tools', url: up.url });
+      assert.equal(refused.status, 400, refused.text);
+      assert.equal(errorOf(refused).param, 'url');
+      assert.equal((await admin.post('/v1/env/upsert', { key: 'AI_FETCH_ALLOW_PRIVATE', value: 'true' })).status, 200);
+      const s = await admin.post('/v1/mcp/servers/create', { city_id: 'edge-mcp', name: 'tools', url: up.url, auth: { type: 'headers', headers: { 'x-key': secret } }, allowed_tools: ['echo'], price: 1000 });
+      assert.equal(s.status, 200, s.text);
+      const t = await admin.post('/v1/mcp/servers/test', { server_id: s.body.server_id });
+      assert.equal(t.body.ok, true, t.text);
+
+      const transport = new StreamableHTTPClientTransport(new URL(`${w.url}/v1/mcp`), { requestInit: { headers: { authorization: `Bearer ${u.token}` } } });
+      const c = new McpClient({ name: 'edge-test', version: '1.0.0' });
+      await c.connect(transport);
+      assert.deepEqual((await c.listTools()).tools.map((x) => x.name), ['tools__echo']);
+      const rs = await Promise.allSettled(Array.from({ length: 8 }, (_, i) => c.callTool({ name: 'tools__echo', arguments: { text: `e${i}` } })));
+      await c.close();
+      const ok = rs.filter((r) => r.status === 'fulfilled').length;
+      for (const r of rs) if (r.status === 'rejected') assert.ok(r.reason instanceof McpError && r.reason.code === -32040, String(r.reason));
+      assert.equal(ok, 3);
+      assert.equal(up.calls.get('echo'), 3, 'the upstream saw exactly the paid calls');
+      const b = await until('8 usage records', async () => {
+        const x = await books('edge-mcp', u.id);
+        return x.usage.length === 8 ? x : null;
+      });
+      assert.equal(b.balance, 0);
+      assert.equal(b.ledgerSum, 0);
+      assert.equal(b.usageCredits, 3000);
+      assert.ok(!w.logs().includes(secret));
+    } finally {
+      await admin.post('/v1/env/remove', { key: 'AI_FETCH_ALLOW_PRIVATE' });
+      await up.close();
+    }
   });
 });

@@ -115,7 +115,7 @@ export async function startWorker(opts: WorkerStartOptions = {}): Promise<TestWo
     d1Databases: { DB: 'citygate-test-db' },
     queueProducers: { JOBS: { queueName: QUEUE_NAME } },
     ...(storage ? { r2Buckets: { MEDIA: 'citygate-test-media' } } : {}),
-    ...(opts.assets ? { assets: { directory: opts.assets, routerConfig: { has_user_worker: true }, assetConfig: { html_handling: 'auto-trailing-slash', not_found_handling: 'none' } } } : {}),
+    ...(opts.assets ? { assets: { directory: opts.assets, binding: 'ASSETS', routerConfig: { has_user_worker: true }, assetConfig: { html_handling: 'auto-trailing-slash', not_found_handling: 'none' } } } : {}),
     bindings: {
       // What `citygate deploy` sets once as a Worker secret (secrets at rest, issue 15).
       CITYGATE_MASTER_KEY: 'd'.repeat(64),

@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { connect, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { Agent, fetch as undiciFetch } from 'undici';
+import WebSocket from 'ws';
 import { startGateway, type TestGateway } from '../helpers/gateway.ts';
 
 /** Opens a raw connection, writes `head`, and resolves with everything the server sent until it closed, and when. */
@@ -114,5 +115,25 @@ describe('connection caps', () => {
     const ok = await stalled(gw.url, 'GET /health HTTP/1.1\r\nHost: gw\r\nConnection: close\r\n\r\n').done;
     assert.match(ok.text, /^HTTP\/1\.1 200 /, ok.text);
     for (const h of held) h.socket.destroy();
+  });
+
+  test('a Responses WebSocket is a connection for its whole life: 5 open, the 6th upgrade is refused 429; once one closes, it opens', async () => {
+    const url = `${gw.url.replace(/^http/, 'ws')}/v1/responses`;
+    const open = () =>
+      new Promise<WebSocket>((resolve, reject) => {
+        const ws = new WebSocket(url, { headers: { authorization: `Bearer ${gw.adminKey}` } });
+        ws.once('open', () => resolve(ws));
+        ws.once('unexpected-response', (_q, res) => reject(Object.assign(new Error(`refused ${res.statusCode}`), { status: res.statusCode })));
+        ws.once('error', reject);
+      });
+    const held: WebSocket[] = [];
+    for (let i = 0; i < 5; i++) held.push(await open());
+    await assert.rejects(open(), (e: any) => e.status === 429);
+    const closed = new Promise((r) => held[0].once('close', r));
+    held[0].close();
+    await closed;
+    await new Promise((r) => setTimeout(r, 100));
+    held[0] = await open();
+    for (const ws of held) ws.close();
   });
 });

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import { pgSkipReason } from '../helpers/postgres.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-const AREAS = ['kernel', 'money', 'accounts', 'ai', 'webhooks', 'usage'];
+const AREAS = ['kernel', 'money', 'accounts', 'ai', 'webhooks', 'usage', 'mcp'];
 const EXTRA = ['test/cli/usage.test.ts', 'test/client/client.test.ts'];
 // SQLite only, run once in the main run: GATEWAY_WORKERS on one file, and write failures made by
 // an SQLite trigger installed into the gateway's file, secrets at rest read from the file's bytes.

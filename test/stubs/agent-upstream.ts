@@ -5,11 +5,14 @@
 //   POST /v1/responses          OpenAI Responses (JSON or SSE)
 // and GET /v1/models (an empty list), POST /v1/messages/count_tokens ({input_tokens: 10}).
 //
-// The script, the same on every protocol: a turn whose conversation holds no tool result yet
-// asks for one tool call (`plan(toolNames)` picks the tool and its arguments; with no tools
-// or no pick, it answers the final text at once); a turn that carries a tool result answers
-// `final` ("AGENT-DONE" unless given). Side calls a client makes on its own (titles, quota
-// checks) get the final text too, so every call is one upstream call.
+// The script, the same on every protocol: a turn whose conversation holds fewer tool results
+// than `toolTurns` (default 1) asks for one more tool call (`plan(toolNames)` picks the tool
+// and its arguments; with no tools or no pick, it answers the final text at once); after
+// that it answers `final` ("AGENT-DONE" unless given). A compacted conversation gets the final
+// text too (the work is done), and a compaction asked for is answered: on the Responses API
+// with one OpenAI-style compaction item ("oa-cmp:…"), elsewhere with the final text as the
+// summary. Side calls a client makes on its own (titles, quota checks) get the final text
+// too, so every call is one upstream call.
 //
 // Usage: what `usage` says, per protocol shape (Anthropic: input, cache writes 5 m / 1 h and
 // cache reads apart; OpenAI: prompt tokens including cached ones). `requests` keeps every
@@ -44,6 +47,10 @@ export interface AgentStub {
   readonly calls: number;
   /** Tool calls asked for. */
   readonly toolCalls: number;
+  /** Tool calls a conversation gets before the final answer (default 1), replaceable between runs. */
+  toolTurns: number;
+  /** Compactions answered: OpenAI's (a compaction_trigger on /responses) and the summaries a gateway asked a chat model for. */
+  readonly compactions: number;
   close(): Promise<void>;
 }
 
@@ -60,17 +67,22 @@ function toolNames(body: any): string[] {
   return out;
 }
 
-/** Whether the conversation already carries a tool result. */
-function hasToolResult(body: any): boolean {
+/** The tool results the conversation carries. */
+function toolResults(body: any): number {
   const items: any[] = Array.isArray(body?.messages) ? body.messages : Array.isArray(body?.input) ? body.input : [];
-  return items.some(
-    (m) =>
-      m?.role === 'tool' ||
-      m?.type === 'function_call_output' ||
-      m?.type === 'custom_tool_call_output' ||
-      (Array.isArray(m?.content) && m.content.some((b: any) => b?.type === 'tool_result')),
-  );
+  let n = 0;
+  for (const m of items) {
+    if (m?.role === 'tool' || m?.type === 'function_call_output' || m?.type === 'custom_tool_call_output') n++;
+    else if (Array.isArray(m?.content)) n += m.content.filter((b: any) => b?.type === 'tool_result').length;
+  }
+  return n;
 }
+
+/** A conversation that was compacted (OpenAI's compaction item, or a gateway's summary given back as text): the work is done, the final answer follows. */
+const compacted = (raw: string) => raw.includes('"type":"compaction"') || raw.includes('Summary of the conversation so far');
+/** A request to compact: OpenAI's trigger item, or a gateway asking a chat model for the summary. */
+const compactionAsked = (body: any, raw: string) =>
+  (Array.isArray(body?.input) && body.input.at(-1)?.type === 'compaction_trigger') || raw.includes('Your context window is about to be replaced by a summary');
 
 const sse = (res: ServerResponse) => {
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
@@ -83,10 +95,16 @@ export async function startAgentStub(opts: AgentStubOptions = {}): Promise<Agent
   const requests: AgentStub['requests'] = [];
   let calls = 0;
   let toolCalls = 0;
+  let compactions = 0;
   let n = 0;
 
   const decide = (body: any) => {
-    if (hasToolResult(body)) return null;
+    const raw = JSON.stringify(body ?? null);
+    if (compactionAsked(body, raw)) {
+      compactions++;
+      return null;
+    }
+    if (toolResults(body) >= stub.toolTurns || compacted(raw) || body?.tool_choice === 'none') return null;
     const names = toolNames(body);
     return names.length && stub.plan ? stub.plan(names) : null;
   };
@@ -152,6 +170,19 @@ export async function startAgentStub(opts: AgentStubOptions = {}): Promise<Agent
     }
 
     // Responses
+    if (Array.isArray(body?.input) && body.input.at(-1)?.type === 'compaction_trigger') {
+      // OpenAI's compaction: one compaction item only OpenAI reads
+      const cmp = { type: 'compaction', id: `cmp_${id}`, encrypted_content: `oa-cmp:summary of ${body.input.length - 1} items` };
+      const usage = { input_tokens: prompt, input_tokens_details: { cached_tokens: u.cacheRead }, output_tokens: u.output, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: prompt + u.output };
+      const done = { id: `resp_${id}`, object: 'response', created_at: 1, status: 'completed', model: body.model, output: [cmp], usage, error: null, incomplete_details: null, tools: [], parallel_tool_calls: true };
+      if (!stream) return json(200, done);
+      const send = sse(res);
+      send('response.created', { type: 'response.created', response: { ...done, status: 'in_progress', output: [], usage: null }, sequence_number: 0 });
+      send('response.output_item.added', { type: 'response.output_item.added', output_index: 0, item: cmp, sequence_number: 1 });
+      send('response.output_item.done', { type: 'response.output_item.done', output_index: 0, item: cmp, sequence_number: 2 });
+      send('response.completed', { type: 'response.completed', response: done, sequence_number: 3 });
+      return res.end();
+    }
     const usage = { input_tokens: prompt, input_tokens_details: { cached_tokens: u.cacheRead }, output_tokens: u.output, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: prompt + u.output };
     const dot = call ? call.name.lastIndexOf('.') : -1;
     const item = call
@@ -187,6 +218,10 @@ export async function startAgentStub(opts: AgentStubOptions = {}): Promise<Agent
     origin,
     requests,
     plan: opts.plan,
+    toolTurns: 1,
+    get compactions() {
+      return compactions;
+    },
     get calls() {
       return calls;
     },

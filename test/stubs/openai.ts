@@ -14,7 +14,8 @@
 //                                      float32); dimensions (text-embedding-3-* only; default
 //                                      1536, 3072 for -large); deterministic unit vectors;
 //                                      usage.prompt_tokens = Σ words(string) or token-array length
-//   POST /v1/responses                 only with opts.responsesApi: the Responses API, JSON or
+//   POST /v1/responses                 only with opts.responsesApi (and /v1/responses/compact, and
+//                                      compaction_trigger items: one compaction item "oa-cmp:…"): the Responses API, JSON or
 //                                      SSE (typed events, sequence_number, response.completed
 //                                      with usage); input, instructions, function tools and
 //                                      function_call / function_call_output items are mapped to
@@ -396,8 +397,9 @@ export async function startOpenAIStub(opts: OpenAIStubOptions = {}): Promise<Ope
   }
 
   // ---- responses (only with opts.responsesApi) -------------------------------------------
-  function responsesRoute(ctx: Ctx, body: Record<string, any>): void {
+  function responsesRoute(ctx: Ctx, body: Record<string, any>, compact = false): void {
     if (typeof body.model !== "string" || !body.model) return sendError(ctx, missingParam("model"));
+    let compacting = false;
     const messages: ChatMessage[] = [];
     if (typeof body.instructions === "string") messages.push({ role: "system", content: body.instructions });
     const text = (c: unknown) => (typeof c === "string" ? c : Array.isArray(c) ? c.map((p: any) => p?.text ?? "").join(" ") : "");
@@ -408,9 +410,30 @@ export async function startOpenAIStub(opts: OpenAIStubOptions = {}): Promise<Ope
         if (type === "message") messages.push({ role: item.role === "developer" ? "system" : item.role, content: text(item.content) });
         else if (type === "function_call") messages.push({ role: "assistant", content: null, tool_calls: [{ id: item.call_id, type: "function", function: { name: item.name, arguments: item.arguments } }] });
         else if (type === "function_call_output") messages.push({ role: "tool", tool_call_id: item.call_id, content: text(item.output) });
+        // OpenAI's own compaction items (only OpenAI reads them: the stub's are "oa-cmp:<summary>")
+        else if (type === "compaction" && String(item.encrypted_content).startsWith("oa-cmp:")) messages.push({ role: "user", content: String(item.encrypted_content).slice(7) });
+        else if (type === "compaction_trigger" && item === body.input.at(-1)) compacting = true;
         else return sendError(ctx, invalidValue("input", `Invalid input item type '${type}'.`));
       }
     } else return sendError(ctx, missingParam("input"));
+    if (compacting || compact) {
+      // OpenAI's compaction: one compaction item whose content only OpenAI reads
+      const prompt = promptTokens(messages);
+      const usage = { input_tokens: prompt, input_tokens_details: { cached_tokens: 0 }, output_tokens: 7, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: prompt + 7 };
+      const summary = messages.filter((m) => m.role === "user").map((m) => m.content).join(" / ");
+      const cmp = { type: "compaction", id: `cmp_stub${ctx.seq}`, encrypted_content: `oa-cmp:${summary}` };
+      if (compact) {
+        const kept = (Array.isArray(body.input) ? body.input : [{ role: "user", content: body.input }]).filter((i: any) => (i?.type ?? "message") === "message" && i.role === "user");
+        return sendJson(ctx, 200, JSON.stringify({ id: `resp_stub${ctx.seq}`, object: "response.compaction", created_at: Math.floor(Date.now() / 1000), output: [...kept, cmp], usage }));
+      }
+      const done = { id: `resp_stub${ctx.seq}`, object: "response", created_at: 1, status: "completed", model: body.model, output: [cmp], usage, error: null, incomplete_details: null, tools: [], parallel_tool_calls: true };
+      if (body.stream !== true) return sendJson(ctx, 200, JSON.stringify(done));
+      let k = 0;
+      const e = (type: string, data: object) => `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: k++, ...data })}\n\n`;
+      ctx.res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8" });
+      ctx.res.end(e("response.created", { response: { ...done, status: "in_progress", output: [], usage: null } }) + e("response.output_item.done", { output_index: 0, item: cmp }) + e("response.completed", { response: done }));
+      return;
+    }
     const tools = Array.isArray(body.tools) ? body.tools.filter((t: any) => t?.type === "function").map((t: any) => ({ type: "function", function: { name: t.name, parameters: t.parameters } })) : undefined;
     const toolChoice = body.tool_choice?.type === "function" ? { type: "function", function: { name: body.tool_choice.name } } : body.tool_choice;
     const plan = planChat({ model: body.model, messages, tools, tool_choice: toolChoice, max_tokens: body.max_output_tokens }, messages, ctx.seq);
@@ -694,6 +717,9 @@ export async function startOpenAIStub(opts: OpenAIStubOptions = {}): Promise<Ope
           return embeddings(ctx, b);
         case "/v1/responses":
           if (opts.responsesApi) return responsesRoute(ctx, b);
+          break;
+        case "/v1/responses/compact":
+          if (opts.responsesApi) return responsesRoute(ctx, b, true);
           break;
         case "/v1/images/generations":
           return imagesGenerations(ctx, b);

@@ -7,6 +7,7 @@ import { useCities } from '../cities.ts';
 import { href } from '../router.ts';
 import { CityLimits } from './city-limits.tsx';
 import { CityPrices } from './city-prices.tsx';
+import { CityPage } from './city-page.tsx';
 import { CityAlerts } from './webhooks.tsx';
 import { Badge, ConfirmButton, Empty, ErrorBox, OneTimeSecret, PageHead, Show, useAction, when } from '../ui.tsx';
 
@@ -73,6 +74,7 @@ function CityRow({ c, onChange }: { c: City; onChange: () => void }) {
   const [limits, setLimits] = useState(false);
   const [prices, setPrices] = useState(false);
   const [alerts, setAlerts] = useState(false);
+  const [userPage, setUserPage] = useState(false);
   const admin = who.kind === 'admin';
   const change = (what: 'pause' | 'activate' | 'remove') => act.run(async () => (await post(`cities/${what}`, { city_id: c.city_id }), onChange()));
   return (
@@ -102,6 +104,9 @@ function CityRow({ c, onChange }: { c: City; onChange: () => void }) {
           <button type="button" class="secondary outline" aria-expanded={alerts} onClick={() => setAlerts(!alerts)}>
             Alerts…
           </button>
+          <button type="button" class="secondary outline" aria-expanded={userPage} onClick={() => setUserPage(!userPage)}>
+            Users' page…
+          </button>
           {admin && c.status === 'active' && (
             <ConfirmButton label="Pause" question={`Pause ${c.name}? Its user tokens get 403 until it is activated.`} onConfirm={() => change('pause')} />
           )}
@@ -121,7 +126,7 @@ function CityRow({ c, onChange }: { c: City; onChange: () => void }) {
           </div>
         </td>
       </tr>
-      {(issuing || limits || prices || alerts || act.error) && (
+      {(issuing || limits || prices || alerts || userPage || act.error) && (
         <tr class="sub">
           <td colSpan={4}>
             <ErrorBox error={act.error} />
@@ -129,6 +134,7 @@ function CityRow({ c, onChange }: { c: City; onChange: () => void }) {
             {limits && <CityLimits city={c.city_id} />}
             {prices && <CityPrices city={c.city_id} readOnly={!admin} />}
             {alerts && <CityAlerts city={c.city_id} />}
+            {userPage && <CityPage city={c.city_id} readOnly={!admin} />}
           </td>
         </tr>
       )}

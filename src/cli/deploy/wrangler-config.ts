@@ -52,7 +52,8 @@ export function wranglerConfig(decl: Declaration, res: ResolvedResources, opts: 
     triggers: { crons: ['17 * * * *'] },
     ...(storage ? { r2_buckets: [{ binding: storage.binding, bucket_name: storage.name }] } : {}),
     // Only files that exist are served from assets; every other path (all of /v1) runs the Worker.
-    ...(opts.consoleDir ? { assets: { directory: opts.consoleDir, html_handling: 'auto-trailing-slash', not_found_handling: 'none' } } : {}),
+    // The binding lets the Worker read users.html for each city's users' page (/u/<city_id>/).
+    ...(opts.consoleDir ? { assets: { directory: opts.consoleDir, binding: 'ASSETS', html_handling: 'auto-trailing-slash', not_found_handling: 'none' } } : {}),
     vars,
   };
 }

@@ -22,6 +22,7 @@ import webhooks from './090_webhooks.ts';
 import userKeys from './092_user_keys.ts';
 import plans from './094_plans.ts';
 import windowSlices from './095_window_slices.ts';
+import mcpServers from './096_mcp_servers.ts';
 
 /** One statement: portable SQL (translated for PostgreSQL by dialects/postgres-ddl.ts), or both texts. */
 export type MigrationStatement = string | { sqlite: string; postgres: string };
@@ -53,4 +54,5 @@ export const migrations: Migration[] = [
   { name: '092_user_keys', statements: userKeys },
   { name: '094_plans', statements: plans },
   { name: '095_window_slices', statements: windowSlices },
+  { name: '096_mcp_servers', statements: mcpServers },
 ];

@@ -25,20 +25,35 @@ export interface AdmissionDeps {
 export function dispatcher(d: AdmissionDeps): (c: Context, path?: string) => Promise<Response> {
   const { context, outage } = d;
   const { services, cities, limits, config } = context;
+  // services' mounts of one segment under /v1 (ServiceDef.mounts, e.g. '/v1/responses'), looked at only on a miss
+  const v1Mounts = new Map<string, [to: string, service: string]>();
+  for (const s of services.values()) {
+    for (const [prefix, to] of Object.entries(s.mounts ?? {})) {
+      const seg = /^\/v1\/([^/]+)$/.exec(prefix)?.[1];
+      if (seg && !services.has(seg)) v1Mounts.set(seg, [to, s.id]);
+    }
+  }
 
   /** `path`: the /v1/{service}/{action} path a service's mount (ServiceDef.mounts) maps a request to. */
   async function dispatch(c: Context, path?: string): Promise<Response> {
     const req = c.req.raw;
     const requestId = newRequestId();
     c.set('requestId' as never, requestId as never);
-    const [serviceId, ...rest] = (path ?? pathOf(req.url)).slice('/v1/'.length).split('/');
+    let [serviceId, ...rest] = (path ?? pathOf(req.url)).slice('/v1/'.length).split('/');
+    let service = services.get(serviceId);
+    if (!service && v1Mounts.has(serviceId)) {
+      // a mount under /v1 (the /v1/* route comes first): /v1/<segment>/x is <service>/<to>/x
+      const [to, owner] = v1Mounts.get(serviceId)!;
+      rest = [to, ...rest];
+      serviceId = owner;
+      service = services.get(serviceId);
+    }
     const actionPath = rest.join('/');
-    const service = services.get(serviceId);
     if (!service) throw notFound('service_not_found', `No service '${serviceId}' is mounted here.`);
     const found = findAction(service, actionPath);
     if (!found) throw notFound('action_not_found', `The service '${serviceId}' has no action '${actionPath}'.`);
     const { action, id, restPath } = found;
-    c.set('route' as never, `/v1/${serviceId}/${id}` as never);
+    c.set('route' as never, (id === '' ? `/v1/${serviceId}` : `/v1/${serviceId}/${id}`) as never);
     if (!action.formatError) return admit(c, req, serviceId, action, id, restPath);
     try {
       return await admit(c, req, serviceId, action, id, restPath);

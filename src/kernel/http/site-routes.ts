@@ -1,7 +1,8 @@
-// The routes outside /v1 services: /, /metrics, the JWKS, /v1/services, /openapi.json, /docs, /console.
+// The routes outside /v1 services: /, /metrics, the JWKS, /v1/services, /openapi.json, /docs, /console, /u/<city>/.
 import type { Hono } from 'hono';
 import { authenticate } from '../authenticate.ts';
 import { serveConsole, type ConsoleAssets } from '../console.ts';
+import { serveUserPage } from '../user-page.ts';
 import type { GatewayContext } from '../context.ts';
 import { safeEqual } from '../crypto.ts';
 import { SCALAR_CDN, docsPage } from '../docs.ts';
@@ -66,4 +67,6 @@ export function siteRoutes(app: Hono, d: SiteDeps): void {
 
   app.get('/console/*', async (c) => (await serveConsole(c.req.path, d.consoleAssets)) ?? c.notFound());
   app.get('/console', async (c) => (await serveConsole(c.req.path, d.consoleAssets))!);
+  // Each city's users' page (docs/accounts.md, The users' page), built with the console.
+  app.get('/u/*', async (c) => (await serveUserPage(c.req.path, context.cities, d.consoleAssets)) ?? c.notFound());
 }

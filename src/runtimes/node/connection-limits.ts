@@ -63,6 +63,9 @@ const BUSY_IP = rawError(429, 'Too Many Requests', 'rate_limit_error', 'too_many
 /** Marks a connection refused over a cap: its requests are never handed to the gateway. */
 const REFUSED = Symbol('citygate.refused');
 
+/** Whether a connection was refused over a cap (nothing of it may be served, an upgrade neither). */
+export const isRefused = (socket: Socket): boolean => (socket as Socket & { [REFUSED]?: true })[REFUSED] === true;
+
 /**
  * A createServer for @hono/node-server's serve(): Node's, with the deadlines and caps installed.
  * A request on a refused connection is dropped before the gateway sees it (one property read).

@@ -40,6 +40,7 @@ export function promMetrics(): Metrics & { registry: client.Registry } {
     ),
     tokens: counter('citygate_tokens_total', 'Tokens of AI calls by type (input, output), model and city', ['gen_ai_token_type', 'gen_ai_request_model', 'city']),
     credits: counter('citygate_credits_total', 'Credits charged by city and model', ['city', 'model']),
+    mcpCalls: counter('citygate_mcp_tool_calls_total', 'Tool calls through /v1/mcp by city, server, tool and outcome', ['city', 'server', 'tool', 'outcome']),
     async render() {
       if (cluster.isWorker && process.send) return { contentType: registry.contentType, text: await fromPrimary() };
       return { contentType: registry.contentType, text: await registry.metrics() };

@@ -52,7 +52,10 @@ export function guardedLookup(rules: OutboundRules) {
   };
 }
 
-/** Small pools: callers' URLs are many origins, fetched rarely. */
+/**
+ * Callers' URLs are many origins, fetched rarely; MCP servers (services/mcp) are few origins with
+ * calls that can each take seconds: up to 64 connections per origin (opened only when needed).
+ */
 const agents = new Map<string, Agent>();
 
 function agentFor(rules: OutboundRules): Agent {
@@ -60,7 +63,7 @@ function agentFor(rules: OutboundRules): Agent {
   if (!a) {
     for (const old of agents.values()) void old.close().catch(() => {}); // the rules changed: one pool at a time
     agents.clear();
-    a = new Agent({ connections: 8, keepAliveTimeout: 4_000, keepAliveMaxTimeout: 10_000, connect: { lookup: guardedLookup(rules) as never, timeout: 10_000 } });
+    a = new Agent({ connections: 64, keepAliveTimeout: 4_000, keepAliveMaxTimeout: 10_000, connect: { lookup: guardedLookup(rules) as never, timeout: 10_000 } });
     agents.set(rules.key, a);
   }
   return a;

@@ -31,6 +31,7 @@ import { limitedCreateServer, readConnectionLimits } from './connection-limits.t
 import { installNodeMetrics } from './metrics.ts';
 import { nodeMasterKey } from './master-key.ts';
 import { nodeConsoleAssets } from './console-assets.ts';
+import { installResponsesSockets } from './websocket.ts';
 
 /** What @hono/node-server hands the gateway with each request, plus the headers the gateway adds. */
 interface Bindings {
@@ -135,6 +136,7 @@ export async function startNodeServer(
     port: config.port,
     createServer: limitedCreateServer(connectionLimits) as never, // slow clients are cut (connection-limits.ts)
   }) as Server;
+  const sockets = installResponsesSockets(server, gateway, env); // Responses over WebSocket, same port
   await new Promise<void>((resolve, reject) => {
     server.once('listening', resolve);
     server.once('error', reject);
@@ -149,6 +151,7 @@ export async function startNodeServer(
     (stopping ??= (async () => {
       gateway.drain(); // readiness false
       draining = true;
+      sockets.drain(); // WebSockets close once their turn is done (the listener's close waits for them)
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       // Sockets that go idle later (their answer was under way) are closed as they do.
       const idle = setInterval(() => server.closeIdleConnections(), 100);
@@ -158,8 +161,9 @@ export async function startNodeServer(
         // Streams still open end with their API's error event, charged by the estimate rules;
         // a moment for them to write it, then whatever is left is cut.
         const streams = gateway.endStreams();
-        log('warn', 'drain deadline passed (SHUTDOWN_TIMEOUT_MS): ending what is still open', { streams });
+        log('warn', 'drain deadline passed (SHUTDOWN_TIMEOUT_MS): ending what is still open', { streams, websockets: sockets.size });
         await Promise.race([closed, sleep(2000)]);
+        sockets.terminate();
         server.closeAllConnections();
         await Promise.race([closed, sleep(1000)]);
       }

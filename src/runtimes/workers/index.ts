@@ -16,6 +16,7 @@ import { AI_CONFIG } from '../../services/ai/state.ts';
 import { selectServices, stockServices } from '../../services/index.ts';
 import { readWorkerConfig, varsOf } from './config.ts';
 import { CloudflareJobQueue, consumeBatch } from './queue.ts';
+import { workerConsoleAssets } from './console-assets.ts';
 import { R2BlobStore } from './r2.ts';
 import type { ExecutionContext, MessageBatch, Queue, R2Bucket, WorkerEnv } from './types.ts';
 
@@ -56,6 +57,8 @@ export function gatewayFromEnv(env: WorkerEnv, opts: WorkerOptions = {}): Gatewa
     jobs: queue ? new CloudflareJobQueue(queue) : undefined,
     storage: bucket ? new R2BlobStore(bucket, cfg.storagePublicUrl) : null,
     logger: opts.logger ?? jsonLogger(),
+    // The users' page (/u/<city_id>/) reads users.html from the static assets.
+    consoleAssets: workerConsoleAssets(env),
     // Background work (settling a charge, writing usage, a stream's metering after its last
     // chunk) is kept alive by the request — or queue batch — whose code started it, however
     // busy the isolate is with other requests.
@@ -84,6 +87,20 @@ function queueOf(env: WorkerEnv): Queue<JobMessage> | undefined {
   return q && typeof q.send === 'function' ? q : undefined;
 }
 
+/**
+ * Responses over WebSocket is served on Node only (a socket's turns outlive what a Worker
+ * invocation may hold, and its drain is the Node server's). A WebSocket upgrade of the
+ * Responses paths is refused at once, in the one error shape, and clients fall back to HTTP
+ * (Codex does on any refused upgrade; POST /v1/ai/responses streams the same events).
+ */
+function refuseWebSocket(req: Request): Response | null {
+  if (req.headers.get('upgrade')?.toLowerCase() !== 'websocket') return null;
+  const path = new URL(req.url).pathname;
+  if (path !== '/v1/responses' && path !== '/v1/ai/responses') return null;
+  const error = { type: 'invalid_request_error', code: 'websocket_not_supported', message: 'Responses over WebSocket is not served on this deployment (Cloudflare Workers); use POST /v1/ai/responses with stream: true.' };
+  return Response.json({ error }, { status: 405, headers: { allow: 'POST' } });
+}
+
 export function createWorker(opts: WorkerOptions = {}): GatewayWorker {
   // One gateway per isolate: its caches (env snapshot, verified tokens, city status) live
   // as long as the isolate does.
@@ -92,6 +109,10 @@ export function createWorker(opts: WorkerOptions = {}): GatewayWorker {
 
   return {
     fetch(req, env, ctx) {
+      if (req.headers.get('upgrade') !== null) {
+        const refused = refuseWebSocket(req);
+        if (refused) return Promise.resolve(refused);
+      }
       return gatewayFor(env).fetch(req, env, ctx);
     },
     async queue(batch, env) {

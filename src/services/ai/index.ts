@@ -9,6 +9,7 @@ import { action, defineService } from '../../kernel/service.ts';
 import { chatCompletions, chatInput } from './chat/index.ts';
 import { embeddings, embeddingsInput } from './embeddings/index.ts';
 import { responses, responsesInput } from './responses/index.ts';
+import { compact, compactInput } from './responses/compact.ts';
 import { anthropicError, countTokens, countTokensInput, messages, messagesInput } from './messages/index.ts';
 import { imageCreate, imageCreateInput, imageResult, jobIdInput, runImage, runVideo, video, videoInput } from './media/jobs.ts';
 import { asr, ASR_MAX_BYTES, asrJson, tts, ttsInput } from './media/speech.ts';
@@ -118,7 +119,8 @@ export const aiService = defineService({
     }
   },
   jobs: { image: runImage, video: runVideo },
-  mounts: geminiMounts,
+  // Google's /v1beta; and OpenAI's client paths on a base URL of {base}/v1 (Codex's openai_base_url): /v1/responses, /v1/responses/compact
+  mounts: { ...geminiMounts, '/v1/responses': 'responses' },
   actions: {
     models: action({
       method: 'GET',
@@ -198,6 +200,17 @@ export const aiService = defineService({
       summary: 'OpenAI Responses API, stateless (JSON and SSE)',
       requestLog: logResponses,
       handler: responses,
+    }),
+    'responses/compact': action({
+      method: 'POST',
+      auth: callers,
+      input: compactInput,
+      maxBodyBytes: 32 * 1024 * 1024,
+      produces: ['application/json'],
+      errors: UPSTREAM,
+      summary: 'OpenAI Responses API compaction: the user messages kept and one compaction item (forwarded to OpenAI, written by the routed model elsewhere)',
+      requestLog: logResponses,
+      handler: compact,
     }),
     messages: messagesAction,
     'messages/count_tokens': countTokensAction,

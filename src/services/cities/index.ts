@@ -13,6 +13,7 @@ import { ACCOUNTS, type AccountsCapability } from '../accounts/capability.ts';
 import { parseCitySettings } from '../../kernel/city-settings.ts';
 import { dispatchSoon } from '../webhooks/dispatch.ts';
 import { securityActions } from './security.ts';
+import { pageAction } from './user-page.ts';
 
 export const cityIdSchema = z
   .string()
@@ -60,6 +61,7 @@ export const citiesService = defineService({
       input: z.object({ city_id: z.string().optional() }),
       handler: async ({ gateway, identity }) => toCity(await requireCity(gateway, boundCity(identity)!)),
     }),
+    page: pageAction,
     get: action({
       method: 'GET',
       auth: ['admin', 'bureau'],

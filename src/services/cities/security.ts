@@ -9,6 +9,7 @@ import {
   priceMultiplierSchema,
   requestLogSchema,
   userBudgetSchema,
+  userPageSchema,
   type CitySettings,
 } from '../../kernel/city-settings.ts';
 import type { Prices } from '../../kernel/metering.ts';
@@ -28,6 +29,7 @@ type SettingsChange = {
   price_multiplier?: number | null;
   prices?: Record<string, Prices | null> | null;
   request_log?: CitySettings['request_log'] | null;
+  user_page?: { enabled?: boolean; logo_url?: string | null; accent_color?: string | null } | null;
 };
 
 /** The settings after an update: limits merged key by key (null = back to the env), the budget replaced. */
@@ -58,6 +60,14 @@ function merged(current: CitySettings, input: SettingsChange): CitySettings {
   }
   if (input.request_log === null) delete next.request_log;
   else if (input.request_log) next.request_log = input.request_log;
+  if (input.user_page === null) delete next.user_page;
+  else if (input.user_page) {
+    // merged field by field; null removes the logo or the colour
+    const page = { ...current.user_page, ...input.user_page };
+    for (const k of Object.keys(page) as (keyof typeof page)[]) if (page[k] == null) delete page[k];
+    if (Object.keys(page).length) next.user_page = page as CitySettings['user_page'];
+    else delete next.user_page;
+  }
   return next;
 }
 
@@ -67,7 +77,7 @@ export function securityActions(requireCity: typeof RequireCity) {
       method: 'POST',
       auth: ['admin'],
       summary:
-        "Update a city: name, rate limits (override the RATE_LIMIT_* env keys; 0 = off, null = env), a spending cap per user, its models and prices (allow-list, price multiplier, per-model prices), and its request logs (request_log: off, metadata or full; null = the REQUEST_LOG env key)",
+        "Update a city: name, rate limits (override the RATE_LIMIT_* env keys; 0 = off, null = env), a spending cap per user, its models and prices (allow-list, price multiplier, per-model prices), its request logs (request_log: off, metadata or full; null = the REQUEST_LOG env key), and its users' page (user_page: enabled, logo_url, accent_color)",
       description: 'Answers the city as `cities/get` does. To read the settings, call `cities/get`: an update always moves `updated_at`.',
       output: cityWithSettingsSchema,
       errors: [409],
@@ -80,6 +90,7 @@ export function securityActions(requireCity: typeof RequireCity) {
         price_multiplier: priceMultiplierSchema.nullable().optional(),
         prices: cityPricesSchema.nullable().optional(),
         request_log: requestLogSchema.nullable().optional(),
+        user_page: userPageSchema.nullable().optional(),
       }),
       handler: async ({ gateway, input }) => {
         let row = await requireCity(gateway, input.city_id);

@@ -14,6 +14,11 @@ export const citySchema = z.object({
 });
 export type City = z.output<typeof citySchema>;
 
+/** The users' page settings, every field present. */
+export const userPageViewSchema = z
+  .object({ enabled: z.boolean(), logo_url: z.string().nullable(), accent_color: z.string().nullable() })
+  .describe("the users' page at /u/<city_id>/: on or off, its logo URL and accent colour");
+
 /** Every limit present; null = not set for this city, so its RATE_LIMIT_* env key applies. */
 const limitsView = cityLimitsSchema.required().describe('0 = off for this city; null = not set, its RATE_LIMIT_* env key applies');
 
@@ -25,6 +30,7 @@ export const cityWithSettingsSchema = citySchema.extend({
   price_multiplier: z.number().describe('the base price × this'),
   prices: z.record(z.string(), pricesSchema).describe("per model id: price fields that replace base × multiplier"),
   request_log: requestLogSchema.nullable().describe('null: not set for this city, the REQUEST_LOG env key applies'),
+  user_page: userPageViewSchema,
 });
 export type CityWithSettings = z.output<typeof cityWithSettingsSchema>;
 
@@ -36,7 +42,13 @@ export const toCity = (r: CityRow): City => ({
   updated_at: new Date(r.updated_at).toISOString(),
 });
 
-function settingsView(s: CitySettings): Pick<CityWithSettings, 'limits' | 'user_budget' | 'models' | 'price_multiplier' | 'prices' | 'request_log'> {
+export const userPageView = (s: CitySettings) => ({
+  enabled: s.user_page?.enabled !== false,
+  logo_url: s.user_page?.logo_url ?? null,
+  accent_color: s.user_page?.accent_color ?? null,
+});
+
+function settingsView(s: CitySettings): Pick<CityWithSettings, 'limits' | 'user_budget' | 'models' | 'price_multiplier' | 'prices' | 'request_log' | 'user_page'> {
   const l = s.limits ?? {};
   return {
     limits: {
@@ -51,6 +63,7 @@ function settingsView(s: CitySettings): Pick<CityWithSettings, 'limits' | 'user_
     price_multiplier: s.price_multiplier ?? 1,
     prices: s.prices ?? {},
     request_log: s.request_log ?? null,
+    user_page: userPageView(s),
   };
 }
 

@@ -17,12 +17,38 @@ import { creditsPerUsd, type PaymentProvider } from './provider.ts';
 import { applyFacts, findPayment, recordEvent, toPayment } from './store.ts';
 import { stripeProvider } from './stripe.ts';
 import { applyRefund, refundsAction } from './refunds.ts';
+import { publicOriginOrNull } from '../../kernel/public-url.ts';
 
 const providers: Record<'a' | 'b', PaymentProvider> = { a: stripeProvider, b: creemProvider };
 const byName: Record<string, PaymentProvider> = { a: stripeProvider, b: creemProvider, stripe: stripeProvider, creem: creemProvider };
 
 const paymentIdSchema = z.string().regex(/^pay_[A-Za-z0-9_-]{8,40}$/, 'not a payment id');
 const WEBHOOK_MAX_BYTES = 512 * 1024;
+
+/** checkout's return_to: a URL on the gateway's own public origin, kept as its path and query. */
+function returnPath(returnTo: string, origin: string): string {
+  let url: URL | null = null;
+  try {
+    url = new URL(returnTo);
+  } catch {
+    url = null;
+  }
+  if (!url || url.origin !== origin || url.username || url.password) {
+    throw badRequest('return_to_not_allowed', `return_to must be a URL on this gateway's public origin (${origin}).`, 'return_to');
+  }
+  return url.pathname + url.search;
+}
+
+/** The result pages' return_to, only as a path on the public origin (never an open redirect). */
+function returnUrl(path: string | undefined, origin: string | null): URL | null {
+  if (!path || !origin || !path.startsWith('/') || path.startsWith('//') || path.includes('\\')) return null;
+  try {
+    const url = new URL(path, origin);
+    return url.origin === origin ? url : null;
+  } catch {
+    return null;
+  }
+}
 
 function cursorOf(c: string | undefined): [number, string] | null {
   if (c === undefined) return null;
@@ -134,6 +160,7 @@ export const paymentService = defineService({
         city_id: z.string().optional(),
         method: z.enum(['a', 'b', 'stripe', 'creem']),
         credits: z.number().int().min(1).max(1e13),
+        return_to: z.string().max(2048).optional().describe("a page on the gateway's own public origin (e.g. the users' page) the buyer returns to after paying or cancelling"),
       }),
       handler: async ({ gateway, identity, input, request }) => {
         const { cityId, userId } = identity as Extract<Identity, { kind: 'user' }>;
@@ -141,6 +168,7 @@ export const paymentService = defineService({
         const status = provider.status(gateway);
         if (!status.enabled) throw badRequest('payment_method_disabled', `Payment method ${provider.id} (${provider.title}) is not available: ${status.reason}.`, 'method');
         const origin = gateway.publicOrigin(request); // 503 when the public URL is not known: before anything is written
+        const back = input.return_to === undefined ? '' : `&return_to=${encodeURIComponent(returnPath(input.return_to, origin))}`;
         const q = await provider.quote(gateway, input.credits);
         const at = Date.now();
         const row = {
@@ -166,7 +194,7 @@ export const paymentService = defineService({
           paid_at: null,
         };
         await gateway.db.kysely.insertInto('payments').values(row).execute();
-        const q2 = `payment_id=${encodeURIComponent(row.payment_id)}`;
+        const q2 = `payment_id=${encodeURIComponent(row.payment_id)}${back}`;
         let created: { ref: string; url: string };
         try {
           created = await provider.createCheckout(gateway, row, {
@@ -210,8 +238,8 @@ export const paymentService = defineService({
       auth: [],
       summary: 'Page shown after paying (confirms the payment with the provider)',
       produces: ['text/html'],
-      input: z.object({ payment_id: z.string().max(100).optional() }).loose(),
-      handler: async ({ gateway, input }) => {
+      input: z.object({ payment_id: z.string().max(100).optional(), return_to: z.string().max(2048).optional() }).loose(),
+      handler: async ({ gateway, input, request }) => {
         const id = paymentIdSchema.safeParse(input.payment_id);
         if (!id.success) return page('Payment', 'This link does not name a payment.', 404);
         let p;
@@ -222,6 +250,12 @@ export const paymentService = defineService({
           p = await gateway.db.kysely.selectFrom('payments').selectAll().where('payment_id', '=', id.data).executeTakeFirst();
         }
         if (!p) return page('Payment', 'This link does not name a payment.', 404);
+        const back = returnUrl(input.return_to, publicOriginOrNull(gateway, request));
+        if (back) {
+          back.searchParams.set('payment_id', p.payment_id);
+          back.searchParams.set('payment_status', p.status === 'creating' ? 'pending' : p.status);
+          return new Response(null, { status: 303, headers: { location: back.toString(), 'cache-control': 'no-store', 'referrer-policy': 'no-referrer' } });
+        }
         if (p.status === 'paid') return page('Payment received', `Thank you. ${(p.credited ?? p.credits).toLocaleString('en-US')} credits were added to your balance.`);
         if (p.status === 'failed' || p.status === 'expired') return page('Payment not completed', 'This payment did not go through; nothing was charged.');
         return page('Payment processing', 'Thank you. Your payment is being confirmed; the credits appear on your balance as soon as it is.');
@@ -232,8 +266,15 @@ export const paymentService = defineService({
       auth: [],
       summary: 'Page shown when the buyer leaves the checkout',
       produces: ['text/html'],
-      input: z.object({ payment_id: z.string().max(100).optional() }).loose(),
-      handler: () => page('Payment cancelled', 'The checkout was cancelled; nothing was charged.'),
+      input: z.object({ payment_id: z.string().max(100).optional(), return_to: z.string().max(2048).optional() }).loose(),
+      handler: ({ gateway, input, request }) => {
+        const back = returnUrl(input.return_to, publicOriginOrNull(gateway, request));
+        if (!back) return page('Payment cancelled', 'The checkout was cancelled; nothing was charged.');
+        const id = paymentIdSchema.safeParse(input.payment_id);
+        if (id.success) back.searchParams.set('payment_id', id.data);
+        back.searchParams.set('payment_status', 'cancelled');
+        return new Response(null, { status: 303, headers: { location: back.toString(), 'cache-control': 'no-store', 'referrer-policy': 'no-referrer' } });
+      },
     }),
     'webhook/a': webhook(stripeProvider),
     'webhook/b': webhook(creemProvider),

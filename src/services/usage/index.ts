@@ -21,6 +21,7 @@ import { REQUEST_LOGS } from '../../kernel/request-log.ts';
 import { dayRange, statsGroup, usageStats } from './stats.ts';
 import { keyUsageStats } from './key-stats.ts';
 import { SUMMARY_LIMIT, SUMMARY_MAX_LIMIT, summaryPage } from './summary.ts';
+import { meDailyAction } from './me-daily.ts';
 
 export { UsageBuffer } from './sink.ts';
 
@@ -81,6 +82,7 @@ const recordFilters = {
   city_id: cityIdSchema.optional(),
   user_id: z.string().min(1).max(200).optional(),
   model: z.string().max(200).optional(),
+  mode: z.string().max(40).optional().describe("the call's mode, e.g. chat, embeddings; 'mcp': tool calls through /v1/mcp"),
   status: z.enum(['ok', 'error', 'aborted']).optional(),
   key_id: keyIdFilter.optional().describe('records of calls made with this API key'),
   from: timeBound.optional(),
@@ -88,12 +90,13 @@ const recordFilters = {
 };
 
 /** The usage records those filters select (cityId already scoped to the caller). */
-function filteredRecords(gateway: GatewayContext, cityId: string | undefined, f: { user_id?: string; model?: string; status?: 'ok' | 'error' | 'aborted'; key_id?: string; from?: number; to?: number }) {
+function filteredRecords(gateway: GatewayContext, cityId: string | undefined, f: { user_id?: string; model?: string; mode?: string; status?: 'ok' | 'error' | 'aborted'; key_id?: string; from?: number; to?: number }) {
   let q = gateway.db.kysely.selectFrom('usage').selectAll();
   if (cityId) q = q.where('city_id', '=', cityId);
   if (f.user_id) q = q.where('user_id', '=', f.user_id);
   if (f.key_id) q = q.where('key_id', '=', f.key_id);
   if (f.model) q = q.where('model', '=', f.model);
+  if (f.mode) q = q.where('mode', '=', f.mode);
   if (f.status) q = q.where('status', '=', f.status);
   if (f.from !== undefined) q = q.where('created_at', '>=', f.from);
   if (f.to !== undefined) q = q.where('created_at', '<', f.to);
@@ -221,15 +224,17 @@ export const usageService = defineService({
       method: 'GET',
       auth: ['user'],
       summary: 'Usage records of the calling user, newest first',
-      input: z.object({ city_id: z.string().optional(), model: z.string().max(200).optional(), key_id: keyIdFilter.optional(), ...pageQuery }),
+      input: z.object({ city_id: z.string().optional(), model: z.string().max(200).optional(), mode: z.string().max(40).optional(), key_id: keyIdFilter.optional(), ...pageQuery }),
       handler: async ({ gateway, identity, input }) => {
         const { cityId, userId } = identity as Extract<Identity, { kind: 'user' }>;
         let q = gateway.db.kysely.selectFrom('usage').selectAll().where('city_id', '=', cityId).where('user_id', '=', userId);
         if (input.model) q = q.where('model', '=', input.model);
+        if (input.mode) q = q.where('mode', '=', input.mode);
         if (input.key_id) q = q.where('key_id', '=', input.key_id);
         return page(gateway, q, input.cursor, input.limit);
       },
     }),
+    'me/daily': meDailyAction,
     list: action({
       method: 'GET',
       auth: ['admin', 'bureau'],

@@ -26,6 +26,8 @@ export const responsesInput = z
     store: z.literal(false, { error: STATELESS }).nullish(),
     conversation: z.null({ error: STATELESS }).optional(),
     background: z.literal(false, { error: 'background responses are not supported' }).nullish(),
+    /** false: the WebSocket mode's warm-up (no model call; index.ts warmUp). */
+    generate: z.boolean().optional(),
     city_id: z.string().optional(),
   })
   .loose();
@@ -76,6 +78,7 @@ export function toModelMessages(input: ResponsesInput): ModelMessage[] {
     return out;
   }
   const names = new Map<string, string>();
+  const answered = new Set<string>();
   const lastAssistant = (): any[] => {
     const last = out[out.length - 1];
     if (last?.role === 'assistant' && Array.isArray(last.content)) return last.content as any[];
@@ -109,16 +112,27 @@ export function toModelMessages(input: ResponsesInput): ModelMessage[] {
       lastAssistant().push({ type: 'tool-call', toolCallId: String(item.call_id), toolName: name, input: { input: String(item.input ?? '') } });
     } else if (type === 'function_call_output' || type === 'custom_tool_call_output') {
       const id = String(item.call_id ?? '');
+      // as OpenAI: an output answers a call that comes before it (a chat upstream refuses an orphan)
+      if (!names.has(id)) throw badRequest('invalid_input', `${at}.call_id: no function_call or custom_tool_call with call_id '${id}' comes before this output`, `${at}.call_id`);
+      answered.add(id);
       const value = typeof item.output === 'string' ? item.output : textOf(partsOf(item.output, `${at}.output`));
       const part = { type: 'tool-result', toolCallId: id, toolName: names.get(id) ?? 'tool', output: { type: 'text', value } };
       const last = out[out.length - 1];
       if (last?.role === 'tool') (last.content as any[]).push(part);
       else out.push({ role: 'tool', content: [part] } as ModelMessage);
+    } else if (type === 'compaction' || type === 'compaction_summary') {
+      // citygate's own were opened into a user message before (compaction.ts openCompactions)
+      throw badRequest('invalid_input', `${at}: this compaction item was made by OpenAI and only an OpenAI upstream can read it; this model's upstream is not one`, `${at}.encrypted_content`);
     } else if (type === 'reasoning' || HOSTED_CALLS.has(type)) {
       // reasoning belongs to the model that wrote it, and a hosted tool's call ran at the
       // provider that offers it: neither is replayed to another model
     } else throw badRequest('invalid_input', `${at}.type: '${type}' items are not supported on this model's upstream`, `${at}.type`);
   });
+  if (answered.size < names.size) {
+    // as OpenAI: every call has its output (the AI SDK refuses a prompt with one missing)
+    const at = (input.input as Item[]).findIndex((i) => (i?.type === 'function_call' || i?.type === 'custom_tool_call') && !answered.has(String(i.call_id)));
+    throw badRequest('invalid_input', `input.${at}: no output for the call '${(input.input as Item[])[at].call_id}' follows it`, `input.${at}.call_id`);
+  }
   return out;
 }
 

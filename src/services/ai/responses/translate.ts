@@ -145,3 +145,38 @@ export function responseStream(m: Meta): StreamWriter {
     error: (e: GatewayError) => ev('error', { code: e.code, message: e.message, param: e.param ?? null }),
   };
 }
+
+/** A compaction's answer (compaction.ts): the response whose one output item is the compaction item, as JSON. */
+export function compactionJson(m: Meta, item: object, used: Used) {
+  return responseObject(m, 'completed', [item], used);
+}
+
+/** The same as the event stream OpenAI sends for a compaction_trigger: created … the one item … completed. */
+export function compactionEvents(m: Meta, item: object, used: Used): string {
+  let seq = 0;
+  const ev = (type: string, data: object) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data, sequence_number: seq++ })}\n\n`;
+  const pending = responseObject(m, 'in_progress', [], null);
+  return (
+    ev('response.created', { response: pending }) +
+    ev('response.in_progress', { response: pending }) +
+    ev('response.output_item.added', { output_index: 0, item }) +
+    ev('response.output_item.done', { output_index: 0, item }) +
+    ev('response.completed', { response: responseObject(m, 'completed', [item], used) })
+  );
+}
+
+/** POST /responses/compact's answer: the user messages kept, then the one compaction item. */
+export function compactedJson(m: Meta, kept: object[], item: object, used: Used) {
+  return { id: m.id, object: 'response.compaction', created_at: m.createdAt, output: [...kept, item], usage: usageOut(used) };
+}
+
+/** A `generate: false` turn (the WebSocket warm-up): a completed response with no output and no usage. */
+export function warmUpJson(m: Meta) {
+  return responseObject(m, 'completed', [], { input_tokens: 0, output_tokens: 0, cached_tokens: 0, cache_write_tokens: 0, cache_write_1h_tokens: 0 });
+}
+
+export function warmUpEvents(m: Meta): string {
+  let seq = 0;
+  const ev = (type: string, data: object) => `event: ${type}\ndata: ${JSON.stringify({ type, ...data, sequence_number: seq++ })}\n\n`;
+  return ev('response.created', { response: responseObject(m, 'in_progress', [], null) }) + ev('response.completed', { response: warmUpJson(m) });
+}

@@ -276,7 +276,7 @@ export function toGatewayError(e: unknown, d?: Deadline): GatewayError {
 }
 
 /** AI SDK errors about the caller's messages, raised before anything is sent upstream. */
-const CALLERS_INPUT = new Set(['AI_InvalidDataContentError', 'AI_InvalidPromptError', 'AI_InvalidMessageRoleError', 'AI_MessageConversionError']);
+const CALLERS_INPUT = new Set(['AI_InvalidDataContentError', 'AI_InvalidPromptError', 'AI_InvalidMessageRoleError', 'AI_MessageConversionError', 'AI_MissingToolResultsError']);
 
 function isNetworkError(e: unknown): boolean {
   for (let x: any = e, i = 0; x && i < 4; x = x.cause, i++) {

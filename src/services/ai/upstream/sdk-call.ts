@@ -75,7 +75,16 @@ const settings = async (call: AiCall, t: Target, { dropped: _, ...q }: SdkReques
  * One generateText attempt: throws the upstream's failure (routing retries it), else returns
  * what answers the client — `json` of the result — and settles the call when it is made.
  */
-export async function sdkGenerate(call: AiCall, q: SdkRequest, inputBytes: number, t: Target, d: Deadline, json: (res: Awaited<ReturnType<Ai['generateText']>>, used: Used) => unknown) {
+export async function sdkGenerate(
+  call: AiCall,
+  q: SdkRequest,
+  inputBytes: number,
+  t: Target,
+  d: Deadline,
+  json: (res: Awaited<ReturnType<Ai['generateText']>>, used: Used) => unknown,
+  /** How the answer is written (default: as JSON); `json` may then return a promise. */
+  reply?: (body: unknown) => Response,
+) {
   const { generateText } = await loadAi();
   const res = await generateText((await settings(call, t, q, d.signal)) as Parameters<Ai['generateText']>[0]);
   d.clear();
@@ -84,7 +93,7 @@ export async function sdkGenerate(call: AiCall, q: SdkRequest, inputBytes: numbe
   if (q.dropped?.length) call.note = droppedNote(q.dropped);
   return async () => {
     await call.finish('ok', used);
-    return withDroppedHeader(Response.json(json(res, used)), q.dropped);
+    return withDroppedHeader(reply ? reply(await json(res, used)) : Response.json(json(res, used)), q.dropped);
   };
 }
 
