@@ -161,6 +161,18 @@ test('plans: bad input names the field; a bureau only sees its own city', async 
   assert.equal(upd.body.plan.name, 'Renamed');
   const missing = await admin.post('/v1/plans/update', { plan_id: 'plan_doesnotexist', name: 'x' });
   assert.equal(missing.status, 404);
+  // A bureau manages its own city's plans only.
+  assert.equal((await admin.post('/v1/cities/create', { name: 'other', city_id: 'plans-other' })).status, 200);
+  const bt = await admin.post('/v1/bureaus/create', { city_id: 'plans-other', name: 'backend' });
+  assert.equal(bt.status, 200, bt.text);
+  const bureau = client(w.gw.url, bt.body.bureau_token);
+  const own = await bureau.post('/v1/plans/create', { city_id: 'plans-other', name: 'Own', interval: 'year', price: { amount: 10000, currency: 'eur' }, credits: 1000 });
+  assert.equal(own.status, 200, own.text);
+  const foreign = await bureau.post('/v1/plans/create', { city_id: CITY, name: 'Theirs', interval: 'month', price: { amount: 1, currency: 'usd' }, credits: 1 });
+  assert.equal(foreign.status, 403);
+  assert.equal((await bureau.post('/v1/plans/archive', { plan_id: id })).status, 404, "another city's plan does not exist for it");
+  const seen = await bureau.get('/v1/plans/list?include_archived=true');
+  assert.deepEqual(seen.body.items.map((p: { city_id: string }) => p.city_id), ['plans-other']);
 });
 
 test("an AI answer carries the tightest window's remaining credits; a credits-only user's does not", async () => {
