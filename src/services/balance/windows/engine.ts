@@ -91,6 +91,7 @@ export class WindowEngine implements RollingWindows {
 
   async reserve(scope: string, windows: readonly WindowSpec[], credits: number): Promise<WindowHold | WindowRefusal> {
     credits = Math.max(0, Math.ceil(credits));
+    if (credits === 0) return { scope, credits: 0 }; // nothing to hold (a free call)
     let waitUntil = 0;
     for (;;) {
       const minute = minuteOf(this.now());
