@@ -58,7 +58,7 @@ export async function badInput(t: Target) {
   const cases: [unknown, string][] = [
     [{ model_id: 'bad', modes: ['bogus'] }, 'modes.0'],
     [{ model_id: 'bad', modes: ['text'], prices: { input_per_mtok: -1 } }, 'prices.input_per_mtok'],
-    [{ model_id: 'bad', modes: ['text'], prices: { per_token: 1 } }, 'prices'],
+    [{ model_id: 'bad', modes: ['text'], prices: { per_token: 1 } }, 'prices.per_token'],
     [{ model_id: 'bad' }, 'modes'],
     [{ model_id: 'bad', modes: ['text'], provider: 'nope' }, 'provider'],
     [{ model_id: 'bad', modes: ['text'], aliases: ['bad'] }, 'aliases'],
