@@ -147,7 +147,7 @@ test('the quick start runs verbatim in a fresh copy of the repository', { timeou
     assert.equal(h?.status, 200);
     const health = JSON.parse(h!.text) as { ok: boolean; services: string[] };
     assert.equal(health.ok, true);
-    assert.deepEqual(health.services, ['env', 'cities', 'bureaus', 'accounts', 'balance', 'payment', 'usage', 'ai', 'webhooks']);
+    assert.deepEqual(health.services, ['env', 'cities', 'bureaus', 'accounts', 'balance', 'plans', 'payment', 'usage', 'ai', 'webhooks', 'mcp']);
     assert.ok(existsSync(join(dir, 'data/citygate.sqlite')), 'the README’s database path');
     assert.match(run.output(), /generated the admin key/);
     // `npm install` built the admin console (the prepare script): /console works at once.

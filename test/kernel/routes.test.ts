@@ -17,7 +17,7 @@ describe('open routes', () => {
     assert.equal(r.status, 200);
     assert.deepEqual(r.body.ok, true);
     // No GATEWAY_SERVICES: every stock service, in catalog order, and nothing else.
-    assert.deepEqual(r.body.services, ['env', 'cities', 'bureaus', 'accounts', 'balance', 'payment', 'usage', 'ai', 'webhooks', 'mcp']);
+    assert.deepEqual(r.body.services, ['env', 'cities', 'bureaus', 'accounts', 'balance', 'plans', 'payment', 'usage', 'ai', 'webhooks', 'mcp']);
     // Each listed id is really mounted: its unknown action is action_not_found, not service_not_found.
     for (const id of r.body.services) {
       const probe = await call(gw.url, 'GET', `/v1/${id}/no-such-action`, { token: gw.adminKey });
