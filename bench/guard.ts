@@ -7,7 +7,7 @@
 // of a shared machine. The limits (bench/guard.json) are the ratios measured on a quiet machine
 // plus a margin chosen from the spread of repeated runs; the issue's goal (2.0) is printed too.
 //
-// Env: GUARD_ROUNDS (default 6), GUARD_SECONDS (per window, default 2), BENCH_CONNECTIONS
+// Env: GUARD_ROUNDS (default 8), GUARD_SECONDS (per window, default 2), BENCH_CONNECTIONS
 // (default 32), BENCH_CITYGATE_ROOT (another checkout: guard that build), GUARD_LIMIT_JSON /
 // GUARD_LIMIT_STREAM (override the limits). Linux only (/proc).
 import { readFileSync, rmSync } from "node:fs";
@@ -22,7 +22,7 @@ for (const m of ["json", "stream"] as const) {
   const v = process.env[`GUARD_LIMIT_${m.toUpperCase()}`];
   if (v) limits[m] = Number(v);
 }
-const rounds = Number(process.env.GUARD_ROUNDS ?? 6);
+const rounds = Number(process.env.GUARD_ROUNDS ?? 8);
 const seconds = Number(process.env.GUARD_SECONDS ?? 2);
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const started = performance.now();
