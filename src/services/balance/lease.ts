@@ -10,8 +10,9 @@
 //   take    one batch: lease += X, balances.leased += X, only if credits − leased ≥ what is
 //           missing. Every reservation, on every process, checks credits − leased, so two
 //           processes can never lease or hold the same credit. When what is missing sits in
-//           another live process's lease, the call waits (as long as an idle lease takes to
-//           come back: 1 s + 3 flushes + 0.5 s, 2.1 s by default) before it is refused:
+//           another live process's lease, the call waits (twice as long as an idle lease takes
+//           to come back, 2 × (1 s + 3 flushes) + 1 s, 4.2 s by default: timers run late on a
+//           loaded machine, and 2.1 s let a 402 through there) before it is refused:
 //           a slice its process did not use is no reason for a 402.
 //   flush   one batch for all users: a 'charge' ledger row (−Σ costs, never below zero),
 //           balances.credits and balances.leased go down by the charges, and a lease with no
@@ -163,7 +164,7 @@ export class LeaseBilling implements Billing {
       // more than its calls used), and an idle lease comes back within IDLE_MS and a flush.
       // Refusing now would be a false 402, so wait for it that long, then refuse.
       if (free(p) + got.available + got.elsewhere >= credits) {
-        waitUntil ||= Date.now() + IDLE_MS + 3 * this.flushMs + 500;
+        waitUntil ||= Date.now() + 2 * (IDLE_MS + 3 * this.flushMs) + 1000;
         if (Date.now() < waitUntil) {
           await new Promise((r) => setTimeout(r, Math.min(100, Math.max(10, this.flushMs / 2))));
           continue;
