@@ -49,14 +49,12 @@ import type { GatewayContext } from '../../kernel/context.ts';
 import { newId } from '../../kernel/crypto.ts';
 import type { Billing, Hold } from '../../kernel/metering.ts';
 import { initialGrant, insufficient, LedgerBilling } from './billing.ts';
+import { elsewhereWaitMs, flushMsOf, IDLE_MS, positive, SerialFlusher } from './flusher.ts';
 import { moveStatements, newEntryId, openStatements, OPEN_LEN } from './ledger.ts';
 
-export const DEFAULT_FLUSH_MS = 200;
 export const DEFAULT_LEASE_TTL_S = 30;
 /** A take asks for this many times the hold that needed it (half of what is free at most). */
 const SLICE_HOLDS = 16;
-/** A lease with no call in flight for this long goes back to the balance. */
-const IDLE_MS = 1000;
 /** Users per flush batch (the rest go in the next one). */
 const USERS_PER_FLUSH = 200;
 const SWEEP_EVERY_MS = 10_000;
@@ -98,11 +96,6 @@ interface Flush {
   parts: { pool: Pool; amount: number; since: number | null; update: number; remove: number | null }[];
 }
 
-function positive(v: string | undefined, fallback: number): number {
-  const n = Number(v ?? fallback);
-  return Number.isFinite(n) && n > 0 ? n : fallback;
-}
-
 export class LeaseBilling implements Billing {
   readonly gw: GatewayContext;
   /** Per-call holds: the fallback, and where holds reserved before a lease existed close. */
@@ -112,8 +105,7 @@ export class LeaseBilling implements Billing {
   #pools = new Map<string, Pool>();
   /** A hold's pool, kept on the hold under this instance's own key (no per-call WeakMap entry for the GC to trace). */
   readonly #poolKey = Symbol('lease pool');
-  #timer: ReturnType<typeof setTimeout> | null = null;
-  #flushing: Promise<void> | null = null;
+  readonly #flusher = new SerialFlusher({ run: (final) => this.#flushOnce(final), everyMs: () => this.flushMs, more: () => this.#pools.size > 0 });
   /** A flush batch whose commit is unknown: retried as is before anything else is written. */
   #retry: Flush | null = null;
   #lastRenew = Date.now();
@@ -131,7 +123,7 @@ export class LeaseBilling implements Billing {
   }
 
   get flushMs(): number {
-    return positive(this.gw.env.get('BALANCE_FLUSH_MS'), DEFAULT_FLUSH_MS);
+    return flushMsOf(this.gw);
   }
 
   get ttlMs(): number {
@@ -164,7 +156,7 @@ export class LeaseBilling implements Billing {
       // more than its calls used), and an idle lease comes back within IDLE_MS and a flush.
       // Refusing now would be a false 402, so wait for it that long, then refuse.
       if (free(p) + got.available + got.elsewhere >= credits) {
-        waitUntil ||= Date.now() + 2 * (IDLE_MS + 3 * this.flushMs) + 1000;
+        waitUntil ||= Date.now() + elsewhereWaitMs(this.flushMs);
         if (Date.now() < waitUntil) {
           await new Promise((r) => setTimeout(r, Math.min(100, Math.max(10, this.flushMs / 2))));
           continue;
@@ -274,24 +266,12 @@ export class LeaseBilling implements Billing {
   // ---- flush ---------------------------------------------------------------------------
 
   #schedule(): void {
-    if (this.#timer || this.#stopped) return;
-    this.#timer = setTimeout(() => {
-      this.#timer = null;
-      void this.flush().finally(() => {
-        if (this.#pools.size > 0) this.#schedule();
-      });
-    }, this.flushMs);
-    (this.#timer as { unref?: () => void }).unref?.();
+    if (!this.#stopped) this.#flusher.schedule();
   }
 
   /** Writes the charges of finished calls and returns idle leases (all of them when `final`). */
   flush(final = false): Promise<void> {
-    const run = (this.#flushing ?? Promise.resolve()).then(() => this.#flushOnce(final));
-    const tracked = run.finally(() => {
-      if (this.#flushing === tracked) this.#flushing = null;
-    });
-    this.#flushing = tracked;
-    return tracked;
+    return this.#flusher.flush(final);
   }
 
   async #flushOnce(final: boolean): Promise<void> {
@@ -488,8 +468,7 @@ export class LeaseBilling implements Billing {
   /** Graceful stop: writes every charge and returns every lease (waits briefly for calls in flight). */
   async stop(): Promise<void> {
     this.#stopped = true;
-    if (this.#timer) clearTimeout(this.#timer);
-    this.#timer = null;
+    this.#flusher.stop();
     if (this.#sweeper) clearTimeout(this.#sweeper);
     this.#sweeper = null;
     const deadline = Date.now() + 5000;

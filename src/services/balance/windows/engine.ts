@@ -22,12 +22,11 @@ import { isUniqueViolation, type Db } from '../../../db/database.ts';
 import { BUCKET_MS, windowClock, type RollingWindows, type WindowHold, type WindowRefusal, type WindowSpec, type WindowState } from '../../../kernel/windows.ts';
 import { bucketsOf, keepFrom, minuteOf, parseRead, pruneStatement, readStatement, returnStatements, sweepStatements, takeStatements, type TakeRead } from './sql.ts';
 import { sql, type CompiledQuery } from 'kysely';
+import { flushMsOf, IDLE_MS, SerialFlusher } from '../flusher.ts';
 
 const SLICE_HOLDS = 16;
 /** How often a process removes a scope's buckets that no window reads any more (with a take). */
 const PRUNE_EVERY_MS = 3_600_000;
-const IDLE_MS = 1000;
-const DEFAULT_FLUSH_MS = 200;
 const DEFAULT_TTL_S = 30;
 const SWEEP_EVERY_MS = 10_000;
 
@@ -65,8 +64,11 @@ export class WindowEngine implements RollingWindows {
   #pruned = new Map<string, number>();
   #old = new Set<Slice>();
   #key = Symbol('window slice');
-  #timer: ReturnType<typeof setTimeout> | null = null;
-  #flushing: Promise<void> | null = null;
+  readonly #flusher = new SerialFlusher({
+    run: (final) => this.#flushOnce(final),
+    everyMs: () => this.#flushMs,
+    more: () => this.#old.size > 0 || [...this.#scopes.values()].some((s) => s.current),
+  });
   #retry: { id: string; statements: CompiledQuery[]; slices: Slice[] } | null = null;
   #stopped = false;
 
@@ -80,8 +82,7 @@ export class WindowEngine implements RollingWindows {
   }
 
   get #flushMs(): number {
-    const n = Number(this.gw.env.get('BALANCE_FLUSH_MS') ?? DEFAULT_FLUSH_MS);
-    return Number.isFinite(n) && n > 0 ? n : DEFAULT_FLUSH_MS;
+    return flushMsOf(this.gw);
   }
 
   /** Slices only where the process stops gracefully; elsewhere a slice is the call's own hold. */
@@ -229,23 +230,11 @@ export class WindowEngine implements RollingWindows {
   }
 
   #schedule(): void {
-    if (this.#timer || this.#stopped) return;
-    this.#timer = setTimeout(() => {
-      this.#timer = null;
-      void this.flush().finally(() => {
-        if (this.#old.size > 0 || [...this.#scopes.values()].some((s) => s.current)) this.#schedule();
-      });
-    }, this.#flushMs);
-    (this.#timer as { unref?: () => void }).unref?.();
+    if (!this.#stopped) this.#flusher.schedule();
   }
 
   flush(final = false): Promise<void> {
-    const run = (this.#flushing ?? Promise.resolve()).then(() => this.#flushOnce(final));
-    const tracked = run.finally(() => {
-      if (this.#flushing === tracked) this.#flushing = null;
-    });
-    this.#flushing = tracked;
-    return tracked;
+    return this.#flusher.flush(final);
   }
 
   async #flushOnce(final: boolean): Promise<void> {
@@ -343,8 +332,7 @@ export class WindowEngine implements RollingWindows {
   /** Graceful stop: returns every slice (waits briefly for calls in flight). */
   async stop(): Promise<void> {
     this.#stopped = true;
-    if (this.#timer) clearTimeout(this.#timer);
-    this.#timer = null;
+    this.#flusher.stop();
     if (this.#sweeper) clearTimeout(this.#sweeper);
     this.#sweeper = null;
     const deadline = Date.now() + 5000;
