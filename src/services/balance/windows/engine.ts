@@ -22,7 +22,7 @@ import { isUniqueViolation, type Db } from '../../../db/database.ts';
 import { BUCKET_MS, windowClock, type RollingWindows, type WindowHold, type WindowRefusal, type WindowSpec, type WindowState } from '../../../kernel/windows.ts';
 import { bucketsOf, keepFrom, minuteOf, parseRead, pruneStatement, readStatement, returnStatements, sweepStatements, takeStatements, type TakeRead } from './sql.ts';
 import { sql, type CompiledQuery } from 'kysely';
-import { flushMsOf, IDLE_MS, SerialFlusher } from '../flusher.ts';
+import { elsewhereWaitMs, flushMsOf, IDLE_MS, SerialFlusher } from '../flusher.ts';
 
 const SLICE_HOLDS = 16;
 /** How often a process removes a scope's buckets that no window reads any more (with a take). */
@@ -119,7 +119,7 @@ export class WindowEngine implements RollingWindows {
       const short = this.#blocking(windows, got, missing);
       if (!short) continue;
       if (elsewhere > 0 && short.window.remaining + elsewhere >= missing) {
-        waitUntil ||= Date.now() + IDLE_MS + 3 * this.#flushMs + 500;
+        waitUntil ||= Date.now() + elsewhereWaitMs(this.#flushMs);
         if (Date.now() < waitUntil) {
           await new Promise((r) => setTimeout(r, 50));
           continue;
