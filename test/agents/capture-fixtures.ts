@@ -14,7 +14,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import WebSocket, { WebSocketServer } from 'ws';
 import { startAgentsWorld } from '../ai/agents-world.ts';
-import { installClients, removeWorkdirs, ROOT, run, workdir } from './harness.ts';
+import { claudeEnv, installClients, removeWorkdirs, ROOT, run, workdir } from './harness.ts';
 
 const OUT = join(ROOT, 'test/ai/fixtures');
 const versionOf = (set: string, pkg: string) => JSON.parse(readFileSync(join(ROOT, 'test/agents', set, 'package.json'), 'utf8')).dependencies[pkg] as string;
@@ -89,7 +89,7 @@ try {
   const t2 = await w.user('capture-claude');
   const o2 = await run(join(c.bin, 'claude'), ['-p', 'Write hello to hello2.txt', '--model', 'fwd-sonnet', '--dangerously-skip-permissions'], {
     cwd,
-    env: { HOME: cwd, IS_SANDBOX: '1', DISABLE_TELEMETRY: '1', CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', ANTHROPIC_BASE_URL: `${w.gw.url}/v1/ai`, ANTHROPIC_AUTH_TOKEN: t2 },
+    env: claudeEnv(cwd, w.gw.url, { ANTHROPIC_AUTH_TOKEN: t2 }),
   });
   if (o2.code !== 0) throw new Error(`claude exited ${o2.code}: ${o2.stderr}`);
   const keep = ['anthropic-beta', 'anthropic-version', 'content-type', 'user-agent', 'x-app'];

@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { startAgentsWorld, upstreamCalls, type AgentsWorld } from '../ai/agents-world.ts';
-import { installClients, removeWorkdirs, run, workdir } from './harness.ts';
+import { claudeEnv, installClients, removeWorkdirs, run, workdir } from './harness.ts';
 
 const VERSION = JSON.parse(readFileSync(new URL('./claude-latest/package.json', import.meta.url), 'utf8')).dependencies['@anthropic-ai/claude-code'] as string;
 const TURNS = 20;
@@ -43,14 +43,7 @@ describe(`Claude Code ${VERSION} (newest), a ${TURNS}-turn session`, () => {
       const t0 = Date.now();
       const r = await run(join(BIN, 'claude'), ['-p', `Append a line to steps.txt ${TURNS - 1} times, one Bash call each`, '--model', model, '--dangerously-skip-permissions', '--max-turns', String(TURNS + 5)], {
         cwd,
-        env: {
-          HOME: cwd,
-          IS_SANDBOX: '1', // --dangerously-skip-permissions as root
-          DISABLE_TELEMETRY: '1',
-          CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
-          ANTHROPIC_BASE_URL: `${w.gw.url}/v1/ai`,
-          ANTHROPIC_AUTH_TOKEN: t,
-        },
+        env: claudeEnv(cwd, w.gw.url, { ANTHROPIC_AUTH_TOKEN: t }),
         timeoutMs: 300_000,
       });
       const took = Date.now() - t0;

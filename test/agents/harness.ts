@@ -67,3 +67,12 @@ export function workdir(): string {
 export function removeWorkdirs(): void {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 }
+
+/**
+ * Claude Code's environment for a run against a gateway: its home in `cwd`, no telemetry or
+ * other traffic, skipping permissions allowed as root (IS_SANDBOX), the Messages API at
+ * `<gateway>/v1/ai`, and the credential (`ANTHROPIC_AUTH_TOKEN` or `ANTHROPIC_API_KEY`).
+ */
+export function claudeEnv(cwd: string, gatewayUrl: string, credential: { ANTHROPIC_AUTH_TOKEN: string } | { ANTHROPIC_API_KEY: string }): Record<string, string> {
+  return { HOME: cwd, IS_SANDBOX: '1', DISABLE_TELEMETRY: '1', CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', ANTHROPIC_BASE_URL: `${gatewayUrl}/v1/ai`, ...credential };
+}

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { startAgentsWorld, upstreamCalls, type AgentsWorld } from '../ai/agents-world.ts';
 import { client } from '../helpers/http.ts';
-import { installClients, removeWorkdirs, run, workdir } from './harness.ts';
+import { claudeEnv, installClients, removeWorkdirs, run, workdir } from './harness.ts';
 
 let w: AgentsWorld;
 let BIN = '';
@@ -56,14 +56,7 @@ for (const variable of ['ANTHROPIC_API_KEY', 'ANTHROPIC_AUTH_TOKEN'] as const) {
     await chargedToKey(u, async () => {
       const r = await run(join(BIN, 'claude'), ['-p', 'Write hello to hello.txt', '--model', 'gpt-4o-mini', '--dangerously-skip-permissions'], {
         cwd,
-        env: {
-          HOME: cwd,
-          IS_SANDBOX: '1',
-          DISABLE_TELEMETRY: '1',
-          CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
-          ANTHROPIC_BASE_URL: `${w.gw.url}/v1/ai`,
-          [variable]: u.key,
-        },
+        env: claudeEnv(cwd, w.gw.url, variable === 'ANTHROPIC_API_KEY' ? { ANTHROPIC_API_KEY: u.key } : { ANTHROPIC_AUTH_TOKEN: u.key }),
       });
       assert.equal(r.code, 0, `claude exited ${r.code}: ${r.stdout}\n${r.stderr}`);
       assert.match(r.stdout, /AGENT-DONE/);

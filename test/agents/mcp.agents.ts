@@ -13,7 +13,7 @@ import { startAgentsWorld, upstreamCalls, type AgentsWorld } from '../ai/agents-
 import { client } from '../helpers/http.ts';
 import { sleep } from '../helpers/wait.ts';
 import { startMcpStub, type McpStub } from '../stubs/mcp-upstream.ts';
-import { installClients, removeWorkdirs, run, workdir } from './harness.ts';
+import { claudeEnv, installClients, removeWorkdirs, run, workdir } from './harness.ts';
 
 const PRICE = 7000;
 const SECRET = 'kb-upstream-secret-42424242';
@@ -78,7 +78,7 @@ describe('Claude Code', () => {
   test('citygate added with `claude mcp add --transport http … --header "Authorization: Bearer …"`: calls kb__lookup in a task, charged exactly', async () => {
     const t = await userWithTools('claude-mcp');
     const cwd = workdir();
-    const env = { HOME: cwd, IS_SANDBOX: '1', DISABLE_TELEMETRY: '1', CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', ANTHROPIC_BASE_URL: `${w.gw.url}/v1/ai`, ANTHROPIC_AUTH_TOKEN: t };
+    const env = claudeEnv(cwd, w.gw.url, { ANTHROPIC_AUTH_TOKEN: t });
     const add = await run(join(BIN, 'claude'), ['mcp', 'add', '--transport', 'http', 'citygate', `${w.gw.url}/v1/mcp`, '--header', `Authorization: Bearer ${t}`], { cwd, env });
     assert.equal(add.code, 0, `claude mcp add: ${add.stdout}\n${add.stderr}`);
     await chargedExactly(t, async () => {

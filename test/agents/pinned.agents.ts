@@ -12,7 +12,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { startAgentsWorld, upstreamCalls, type AgentsWorld } from '../ai/agents-world.ts';
-import { installClients, removeWorkdirs, run, workdir } from './harness.ts';
+import { claudeEnv, installClients, removeWorkdirs, run, workdir } from './harness.ts';
 
 let w: AgentsWorld;
 let CACHE = '';
@@ -57,14 +57,7 @@ describe('Claude Code', () => {
       await charged(t, async () => {
         const r = await run(join(BIN, 'claude'), ['-p', 'Write hello to hello.txt', '--model', model, '--dangerously-skip-permissions'], {
           cwd,
-          env: {
-            HOME: cwd,
-            IS_SANDBOX: '1', // --dangerously-skip-permissions as root
-            DISABLE_TELEMETRY: '1',
-            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
-            ANTHROPIC_BASE_URL: `${w.gw.url}/v1/ai`,
-            ANTHROPIC_AUTH_TOKEN: t,
-          },
+          env: claudeEnv(cwd, w.gw.url, { ANTHROPIC_AUTH_TOKEN: t }),
         });
         assert.equal(r.code, 0, `claude exited ${r.code}: ${r.stdout}\n${r.stderr}`);
         assert.match(r.stdout, /AGENT-DONE/);
