@@ -143,7 +143,7 @@ function refuse(socket: Socket, answer: string): void {
     if (read > LINGER_MAX_BYTES) return close();
     idle.refresh();
   });
-  socket.once('end', close);
+  socket.once('end', () => (socket.writableFinished ? close() : socket.once('finish', close))); // the answer goes out whole first
   socket.once('close', close);
   socket.end(answer);
   socket.resume();
