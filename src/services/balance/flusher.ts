@@ -18,10 +18,10 @@ export const flushMsOf = (gw: GatewayContext) => positive(gw.env.get('BALANCE_FL
 
 /**
  * How long a call waits for what another live process holds in an idle slice before it is
- * refused: twice the time such a slice takes to come back (IDLE_MS and three flushes), and a
- * second more. Timers run late on a loaded machine; 2.1 s let false refusals through there.
+ * refused: the time such a slice takes to come back (IDLE_MS and three flushes), and half a
+ * second more.
  */
-export const elsewhereWaitMs = (flushMs: number) => 2 * (IDLE_MS + 3 * flushMs) + 1000;
+export const elsewhereWaitMs = (flushMs: number) => IDLE_MS + 3 * flushMs + 500;
 
 /**
  * One periodic flush, never two at once: `schedule()` asks for one within `everyMs()` (and

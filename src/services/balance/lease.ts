@@ -10,9 +10,9 @@
 //   take    one batch: lease += X, balances.leased += X, only if credits − leased ≥ what is
 //           missing. Every reservation, on every process, checks credits − leased, so two
 //           processes can never lease or hold the same credit. When what is missing sits in
-//           another live process's lease, the call waits (twice as long as an idle lease takes
-//           to come back, 2 × (1 s + 3 flushes) + 1 s, 4.2 s by default: timers run late on a
-//           loaded machine, and 2.1 s let a 402 through there) before it is refused:
+//           another live process's lease, the call waits (as long as an idle lease takes to
+//           come back: 1 s + 3 flushes + 0.5 s, 2.1 s by default) before it is refused; a
+//           waiting call is no use of its own process's lease, so that one goes back too:
 //           a slice its process did not use is no reason for a 402.
 //   flush   one batch for all users: a 'charge' ledger row (−Σ costs, never below zero),
 //           balances.credits and balances.leased go down by the charges, and a lease with no
@@ -138,10 +138,14 @@ export class LeaseBilling implements Billing {
     if (settings.user_budget) return this.perCall.reserve(a);
     let waitUntil = 0;
     for (;;) {
-      // Looked up again after every wait: a flush forgets a pool with nothing leased.
+      // Looked up again after every wait: a flush forgets a pool with nothing leased. A call
+      // that waits does not count as a use: its process's own idle fragment must go back too,
+      // or two processes each waiting for the other's fragment both refuse (seen: 125 here,
+      // 250 there, 625 free, a call of 1000 refused on each after the whole wait).
       const p = this.#pool(a.cityId, a.userId);
       if (free(p) >= credits) {
         p.held += credits;
+        p.lastUse = Date.now();
         // A lease hold lives in this process's memory only (never a holds row): an id unique
         // here is enough, and a counter costs nothing where drawing 12 random bytes did.
         const hold: Hold = { id: `hold_${this.owner}.${(this.#holdSeq++).toString(36)}`, cityId: a.cityId, userId: a.userId, credits, lease: this.owner };
@@ -173,7 +177,6 @@ export class LeaseBilling implements Billing {
       p = { cityId, userId, leased: 0, held: 0, pending: 0, calls: 0, flushing: 0, since: null, lastUse: Date.now(), taking: null, returning: false };
       this.#pools.set(key, p);
     }
-    p.lastUse = Date.now();
     return p;
   }
 
