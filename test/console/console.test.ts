@@ -167,14 +167,17 @@ browserSuite('the admin console in chromium', () => {
     page.on('request', (r) => void (r.url().endsWith('/v1/balance/adjust') && sent.push(r.postDataJSON())));
     page.on('response', async (r) => void (r.url().endsWith('/v1/balance/adjust') && answers.push(await r.json())));
     // the first request reaches the gateway first (it applies), but its answer comes back last,
-    // as a loaded network may order them
+    // as a loaded network may order them. Ordered by events, not timers: the second request
+    // leaves only once the first has been applied, and the first answer is let through only
+    // once the second has come back.
     let nth = 0;
+    let firstApplied!: () => void;
+    const applied = new Promise<void>((ok) => (firstApplied = ok));
     await page.route('**/v1/balance/adjust', async (route) => {
-      const first = nth++ === 0;
-      await new Promise((ok) => setTimeout(ok, first ? 300 : 400));
-      if (!first) return route.continue();
+      if (nth++ > 0) return applied.then(() => route.continue());
       const res = await route.fetch();
-      await new Promise((ok) => setTimeout(ok, 600));
+      firstApplied();
+      await until('the second answer', () => answers.length === 1);
       await route.fulfill({ response: res });
     });
     await page.getByLabel('Credits (negative to take)').fill('1000000');
