@@ -2,7 +2,8 @@
 // happens. The framework-free relay (bench/relay-server.ts) and citygate with billing on (a
 // priced model, a funded user) run side by side against one stub and take turns under load in
 // paired windows (bench/paired.ts); the guard takes the median of the paired ratios of CPU per
-// call, citygate ÷ relay, for json and for stream, and fails when one is above its limit.
+// call, citygate ÷ relay, for json and for stream, and fails when one is above its limit twice
+// running (a second measurement confirms the first).
 // A ratio, not a time: the machine's speed cancels out, and both servers see the same moments
 // of a shared machine. The limits (bench/guard.json) are the ratios measured on a quiet machine
 // plus a margin chosen from the spread of repeated runs; the issue's goal (2.0) is printed too.
@@ -39,15 +40,22 @@ let failed = false;
 console.log(`bench:guard: citygate (billing on) ÷ the relay, CPU per call, ${rounds} paired rounds of ${seconds} s, ${connections} connections`);
 try {
   for (const mode of ["json", "stream"] as const) {
-    const { A, B } = await pairedWindows(floor, gate, mode, { rounds, seconds, connections });
-    const ratios = A.map((x, i) => B[i].us / x.us);
-    const ratio = median(ratios);
-    const over = ratio > limits[mode];
-    failed ||= over;
-    console.log(
-      `${mode.padEnd(6)} relay ${median(A.map((x) => x.us)).toFixed(0)} µs  citygate ${median(B.map((x) => x.us)).toFixed(0)} µs  ` +
-        `ratio ${ratio.toFixed(2)} (rounds ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)})  limit ${limits[mode].toFixed(2)}  goal ${limits.goal.toFixed(1)}  ${over ? "FAIL" : "ok"}`,
-    );
+    // A ratio over its limit is measured once more before it fails the run: a CI machine busy
+    // with something else for a minute skews one measurement (relay 114 µs instead of 60 once),
+    // while a real regression is over the limit both times.
+    for (let attempt = 1; attempt <= 2; attempt++) {
+      const { A, B } = await pairedWindows(floor, gate, mode, { rounds, seconds, connections });
+      const ratios = A.map((x, i) => B[i].us / x.us);
+      const ratio = median(ratios);
+      const over = ratio > limits[mode];
+      const verdict = !over ? "ok" : attempt === 1 ? "over: measuring again" : "FAIL";
+      console.log(
+        `${mode.padEnd(6)} relay ${median(A.map((x) => x.us)).toFixed(0)} µs  citygate ${median(B.map((x) => x.us)).toFixed(0)} µs  ` +
+          `ratio ${ratio.toFixed(2)} (rounds ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)})  limit ${limits[mode].toFixed(2)}  goal ${limits.goal.toFixed(1)}  ${verdict}`,
+      );
+      if (!over) break;
+      if (attempt === 2) failed = true;
+    }
   }
   if (gate.check) console.log(await gate.check()); // the money still adds up after the load
 } catch (e) {
