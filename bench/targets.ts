@@ -85,7 +85,7 @@ export const BENCH_PRICE = { input_per_mtok: 150_000, output_per_mtok: 600_000 }
 /** What the charged target's user is granted: far more than any run spends. */
 export const BENCH_GRANT = 1_000_000_000_000;
 
-export type CitygateSession = { cityId: string; userId: string; userToken: string };
+export type CitygateSession = { cityId: string; userId: string; userToken: string; subscriber?: boolean };
 
 /** The admin calls that give the bench a city and a user token (and credits, when charged). */
 export async function citygateSetup(origin: string, adminKey: string, charged: boolean): Promise<CitygateSession> {
@@ -101,13 +101,29 @@ export async function citygateSetup(origin: string, adminKey: string, charged: b
       idempotency_key: "bench-grant",
     });
   }
+  // BENCH_PLAN=subscriber: the user also holds a plan (plans/assign) whose period and 5-hour
+  // window cover the whole run, so every call is paid from the plan's windows and the prepaid
+  // credits stay untouched, e.g. PAIR=citygate,citygate PAIR_B_ENV="BENCH_PLAN=subscriber".
+  let subscriber = false;
+  if (charged && process.env.BENCH_PLAN === "subscriber") {
+    const made = await postJson<{ plan: { id: string } }>(`${origin}/v1/plans/create`, adminKey, {
+      city_id: city.city_id,
+      name: "bench plan",
+      interval: "month",
+      price: { amount: 0, currency: "usd" },
+      credits: BENCH_GRANT,
+      windows: [{ window: "5h", limit: BENCH_GRANT }],
+    });
+    await postJson(`${origin}/v1/plans/assign`, adminKey, { city_id: city.city_id, user_id: userId, plan_id: made.plan.id });
+    subscriber = true;
+  }
   // BENCH_AUTH=key: the load authenticates with a user API key (accounts/keys) instead of the
   // user token, e.g. PAIR=citygate,citygate PAIR_B_ENV="BENCH_AUTH=key" (a key call vs a JWT call).
   if (process.env.BENCH_AUTH === "key") {
     const made = await postJson<{ secret: string }>(`${origin}/v1/accounts/keys/create`, adminKey, { city_id: city.city_id, user_id: userId, name: "bench" });
-    return { cityId: city.city_id, userId, userToken: made.secret };
+    return { cityId: city.city_id, userId, userToken: made.secret, subscriber };
   }
-  return { cityId: city.city_id, userId, userToken: token.user_token };
+  return { cityId: city.city_id, userId, userToken: token.user_token, subscriber };
 }
 
 /**
@@ -120,8 +136,19 @@ async function moneyCheck(origin: string, adminKey: string, s: CitygateSession):
   for (;;) {
     const bal = await getJson<{ items: { credits: number }[] }>(`${origin}/v1/balance/list?city_id=${encodeURIComponent(s.cityId)}`, adminKey);
     const sum = await getJson<{ totals: { calls: number; credits: number } }>(`${origin}/v1/usage/summary?city_id=${encodeURIComponent(s.cityId)}`, adminKey);
-    const drop = BENCH_GRANT - (bal.items[0]?.credits ?? 0);
-    last = `balance dropped by ${drop} credits; usage records: ${sum.totals.calls} calls, ${sum.totals.credits} credits`;
+    let drop = BENCH_GRANT - (bal.items[0]?.credits ?? 0);
+    let paid = `balance dropped by ${drop} credits`;
+    if (s.subscriber) {
+      // a subscriber's calls are paid from the plan's period window (and the balance past it)
+      const sub = await getJson<{ subscription: { windows: { name: string; used: number }[] } }>(
+        `${origin}/v1/plans/subscription?city_id=${encodeURIComponent(s.cityId)}&user_id=${encodeURIComponent(s.userId)}`,
+        adminKey,
+      );
+      const period = sub.subscription.windows.find((w) => w.name === "period");
+      paid = `plan period used ${period?.used ?? 0} credits, balance dropped by ${drop}`;
+      drop += period?.used ?? 0;
+    }
+    last = `${paid}; usage records: ${sum.totals.calls} calls, ${sum.totals.credits} credits`;
     if (drop === sum.totals.credits && drop > 0) return `money check ok: ${last}`;
     if (Date.now() > deadline) throw new Error(`money check FAILED: ${last}`);
     await new Promise((r) => setTimeout(r, 250));
