@@ -31,7 +31,7 @@ const SUITES = [
 
 const skip = await pgSkipReason();
 
-test('the service suites pass on PostgreSQL', { skip, timeout: 600_000 }, async () => {
+test('the service suites pass on PostgreSQL', { skip, timeout: 900_000 }, async () => {
   const child = spawn(process.execPath, ['--test', '--test-concurrency=2', '--test-timeout=120000', ...SUITES], {
     cwd: ROOT,
     env: { ...process.env, CITYGATE_TEST_DIALECT: 'postgres', NODE_TEST_CONTEXT: undefined },

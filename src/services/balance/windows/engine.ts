@@ -20,7 +20,7 @@ import { newId } from '../../../kernel/crypto.ts';
 import type { GatewayContext } from '../../../kernel/context.ts';
 import { isUniqueViolation, type Db } from '../../../db/database.ts';
 import { BUCKET_MS, windowClock, type RollingWindows, type WindowHold, type WindowRefusal, type WindowSpec, type WindowState } from '../../../kernel/windows.ts';
-import { bucketsOf, keepFrom, minuteOf, parseRead, pruneStatement, readStatement, returnStatements, sweepStatements, takeStatements, type TakeRead } from './sql.ts';
+import { bucketsOf, giveBackStatements, keepFrom, minuteOf, parseRead, pruneStatement, readStatement, returnStatements, sweepStatements, takeStatements, type TakeRead } from './sql.ts';
 import { sql, type CompiledQuery } from 'kysely';
 import { elsewhereWaitMs, flushMsOf, IDLE_MS, SerialFlusher } from '../flusher.ts';
 
@@ -39,6 +39,8 @@ interface Slice {
   lastUse: number;
   /** In a return batch in flight. */
   returning: boolean;
+  /** Free credits of a past minute's slice in a give-back batch not yet committed. */
+  giving: number;
 }
 
 interface ScopeState {
@@ -69,7 +71,7 @@ export class WindowEngine implements RollingWindows {
     everyMs: () => this.#flushMs,
     more: () => this.#old.size > 0 || [...this.#scopes.values()].some((s) => s.current),
   });
-  #retry: { id: string; statements: CompiledQuery[]; slices: Slice[] } | null = null;
+  #retry: { id: string; statements: CompiledQuery[]; slices: Slice[]; partial: Slice[] } | null = null;
   #stopped = false;
 
   constructor(gw: GatewayContext) {
@@ -116,9 +118,13 @@ export class WindowEngine implements RollingWindows {
       const cur = st.current as Slice | null;
       const mine = cur && cur.minute === minute ? cur.taken : 0; // this process's own slice is no one else's
       const elsewhere = Math.max(0, got.open - mine);
+      // This process's slices of past minutes give back what their calls do not spend: at a
+      // minute's turn the credits a call needs may be there (a free part goes back at the next
+      // flush, a held one when its call ends).
+      const back = this.#comingBack(scope);
       const short = this.#blocking(windows, got, missing);
       if (!short) continue;
-      if (elsewhere > 0 && short.window.remaining + elsewhere >= missing) {
+      if (elsewhere + back > 0 && short.window.remaining + elsewhere + back >= missing) {
         waitUntil ||= Date.now() + elsewhereWaitMs(this.#flushMs);
         if (Date.now() < waitUntil) {
           await new Promise((r) => setTimeout(r, 50));
@@ -165,6 +171,14 @@ export class WindowEngine implements RollingWindows {
     return st;
   }
 
+  /** What this process's past-minute slices of `scope` may still give back (not yet committed). */
+  #comingBack(scope: string): number {
+    let n = 0;
+    for (const s of this.#old) if (s.scope === scope) n += s.taken - s.spent + s.giving;
+    for (const s of this.#retry?.slices ?? []) if (s.scope === scope) n += s.taken - s.spent;
+    return n;
+  }
+
   /** The current slice's minute is over: it takes no more calls and goes back once they end. */
   #retire(st: ScopeState): void {
     if (st.current) this.#old.add(st.current);
@@ -199,7 +213,7 @@ export class WindowEngine implements RollingWindows {
       if (r.took > 0) {
         if (st.current && st.current.minute !== minute) this.#retire(st);
         if (st.current) st.current.taken += amount;
-        else st.current = { scope: st.scope, minute, taken: amount, held: 0, spent: 0, lastUse: Date.now(), returning: false };
+        else st.current = { scope: st.scope, minute, taken: amount, held: 0, spent: 0, lastUse: Date.now(), returning: false, giving: 0 };
         this.#schedule();
         return { ...r, took: amount, windows, minute };
       }
@@ -248,12 +262,18 @@ export class WindowEngine implements RollingWindows {
         if (s && s.held === 0 && !st.taking && (final || !this.#sliced || s.minute !== minute || at - s.lastUse >= IDLE_MS)) {
           st.current = null;
           slices.push(s);
-        }
+        } else if (s && s.minute !== minute && !st.taking) this.#retire(st); // calls still out: its free part goes below
         if (!st.current && !st.taking) this.#scopes.delete(st.scope);
       }
-      for (const s of this.#old) if (s.held === 0) slices.push(s);
+      // A past minute's slice takes no more calls: what its calls in flight do not hold goes back
+      // now (a long call would keep it from the next minute's calls); the rest when they end.
+      const partial: Slice[] = [];
+      for (const s of this.#old) {
+        if (s.held === 0) slices.push(s);
+        else if (free(s) > 0 && s.giving === 0) partial.push(s);
+      }
       const renew = this.#renewDue(at);
-      if (slices.length === 0 && !renew) return;
+      if (slices.length === 0 && partial.length === 0 && !renew) return;
       slices.sort((a, b) => (a.scope < b.scope ? -1 : a.scope > b.scope ? 1 : a.minute - b.minute)); // one lock order
       const id = newId('wflush', 12);
       // The mark first (lease_flushes, as lease flushes do): a retry of a batch that had committed fails on it.
@@ -265,7 +285,12 @@ export class WindowEngine implements RollingWindows {
         this.#old.delete(s);
         statements.push(...returnStatements(this.db, s.scope, s.minute, s.taken, Math.max(0, s.taken - s.spent), this.now(), this.owner));
       }
-      f = this.#retry = { id, statements, slices };
+      for (const s of partial) {
+        s.giving = free(s);
+        s.taken -= s.giving;
+        statements.push(...giveBackStatements(this.db, s.scope, s.minute, s.giving, this.now(), this.owner));
+      }
+      f = this.#retry = { id, statements, slices, partial };
     }
     try {
       await this.db.batch(f.statements);
@@ -276,6 +301,7 @@ export class WindowEngine implements RollingWindows {
         return;
       }
     }
+    for (const s of f.partial) s.giving = 0;
     this.#retry = null;
   }
 

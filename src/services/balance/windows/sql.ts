@@ -106,6 +106,17 @@ export function returnStatements(db: Db, scope: string, minute: number, taken: n
   return out;
 }
 
+/** Gives back `back` free credits of a slice that stays open for its calls in flight (its row and open share shrink by as much). */
+export function giveBackStatements(db: Db, scope: string, minute: number, back: number, at: number, owner: string): CompiledQuery[] {
+  const out = db.dialect === 'postgres' ? [sql`SELECT 1 FROM window_scopes WHERE scope = ${scope} FOR UPDATE`.compile(db.kysely)] : [];
+  out.push(
+    sql`UPDATE window_buckets SET used = used - ${int(back)}, open_slices = open_slices - ${int(back)} WHERE scope = ${scope} AND minute = ${int(minute)}`.compile(db.kysely),
+    sql`UPDATE window_scopes SET total = total - ${int(back)}, updated_at = ${at} WHERE scope = ${scope}`.compile(db.kysely),
+    sql`UPDATE window_slices SET taken = taken - ${int(back)} WHERE owner = ${owner} AND scope = ${scope} AND minute = ${int(minute)}`.compile(db.kysely),
+  );
+  return out;
+}
+
 /**
  * What calls of a scope spent since `since` (epoch ms, the windows' clock), from the usage
  * records of every process: a scope's calls are its subscription's user's ('sub:<id>') or its
