@@ -22,7 +22,7 @@ import { DAY_MS, ensurePartitions, partitionName } from '../../src/services/usag
 import { rollupStatements } from '../../src/services/usage/rollup.ts';
 import { insertStatements, toRow } from '../../src/services/usage/sink.ts';
 import { createTestDatabase, pgSkipReason } from '../helpers/postgres.ts';
-import { meterRecord, strandedLeaseAndHold } from './record.ts';
+import { meterRecord, strandedLeaseAndHold, sweptAt } from './record.ts';
 
 const skip = await pgSkipReason();
 if (skip) console.log(`# ${skip}`);
@@ -112,7 +112,7 @@ test('PostgreSQL: a lease-recovery record and an open hold\'s record survive the
     assert.deepEqual(await w.where('req_held'), ['usage_default'], 'kept: its hold is open');
     assert.deepEqual(await w.where('req_plain'), [], 'an ordinary old record is gone');
 
-    await (w.gw.context.use(BILLING) as LeaseBilling).sweep(NOW);
+    await (w.gw.context.use(BILLING) as LeaseBilling).sweep(sweptAt(NOW));
     const charged = await w.q(sql<{ s: number }>`SELECT SUM(credits) AS s FROM ledger WHERE kind = 'charge' AND ref = 'dead-proc'`);
     assert.equal(Number(charged[0].s), -300, 'the sweeper charged the dead process from the kept records');
     await w.db.batch([sql`UPDATE holds SET status = 'settled', closed_at = ${NOW} WHERE hold_id = 'h1'`.compile(w.db.kysely)]);

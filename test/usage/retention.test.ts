@@ -13,7 +13,7 @@ import { ON_POSTGRES } from '../helpers/postgres.ts';
 import { inProcessGateway } from '../money/in-process.ts';
 import { moveStatements, newEntryId } from '../../src/services/balance/ledger.ts';
 import { prune } from '../../src/services/usage/retention.ts';
-import { meterRecord, strandedLeaseAndHold } from './record.ts';
+import { meterRecord, strandedLeaseAndHold, sweptAt } from './record.ts';
 
 const DAY = 86_400_000;
 const NOW = Date.now();
@@ -79,8 +79,11 @@ test('a lease-recovery record survives pruning until the sweeper has charged it;
   try {
     await w.fund('u', 10_000);
     const old = NOW - 40 * DAY;
-    // a process that died 40 days ago with a lease of 5000 credits and 3 calls it never wrote to the ledger
+    // a process that took a lease of 5000 credits 40 days ago, served 3 calls it never wrote to
+    // the ledger, and died just now
     await strandedLeaseAndHold(w.db, old - 1000, NOW); // its lease was taken a second before its calls
+    // the gateway's own sweeper runs on a timer, at any moment: it leaves a lease renewed within its TTL
+    assert.equal(await (w.gw.context.use(BILLING) as LeaseBilling).sweep(NOW), 0);
     for (let i = 0; i < 3; i++) w.sink.record(rec(i, 40, { lease_owner: 'dead-proc', request_id: `req_lease_${i}` }));
     w.sink.record(rec(9, 40, { request_id: 'req_held' }));
     w.sink.record(rec(10, 40));
@@ -92,7 +95,7 @@ test('a lease-recovery record survives pruning until the sweeper has charged it;
     assert.equal(await w.count(sql`request_id = 'req_40_10'`), 0, 'an ordinary old record is gone');
 
     // the sweeper charges the dead process's 3 calls from those records
-    await (w.gw.context.use(BILLING) as LeaseBilling).sweep(NOW);
+    await (w.gw.context.use(BILLING) as LeaseBilling).sweep(sweptAt(NOW));
     const charged = await w.q(sql<{ s: number }>`SELECT SUM(credits) AS s FROM ledger WHERE kind = 'charge' AND ref = 'dead-proc'`);
     assert.equal(Number(charged[0].s), -300);
     await w.db.batch([sql`UPDATE holds SET status = 'settled', closed_at = ${NOW} WHERE hold_id = 'h1'`.compile(w.db.kysely)]);
@@ -123,7 +126,7 @@ test('a long-lived process: records of its earlier, returned leases are pruned w
     assert.equal(await w.count(sql`request_id LIKE 'req_earlier_%'`), 0, 'the earlier lease’s records are pruned: the open lease does not need them');
     assert.equal(await w.count(sql`request_id LIKE 'req_now_%'`), 2, 'the open lease’s records are kept');
 
-    await (w.gw.context.use(BILLING) as LeaseBilling).sweep(NOW);
+    await (w.gw.context.use(BILLING) as LeaseBilling).sweep(sweptAt(NOW));
     const charged = await w.q(sql<{ s: number }>`SELECT SUM(credits) AS s FROM ledger WHERE kind = 'charge' AND ref = 'dead-proc'`);
     assert.equal(Number(charged[0].s), -500, 'the 2 unpaid calls charged (200), on top of the earlier 300');
     assert.equal(await w.balance('u'), 10_000 - 500);
