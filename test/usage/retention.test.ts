@@ -14,6 +14,7 @@ import { inProcessGateway } from '../money/in-process.ts';
 import { moveStatements, newEntryId } from '../../src/services/balance/ledger.ts';
 import { prune } from '../../src/services/usage/retention.ts';
 import { meterRecord, strandedLeaseAndHold, sweptAt } from './record.ts';
+import { performance } from 'node:perf_hooks';
 
 const DAY = 86_400_000;
 const NOW = Date.now();
