@@ -172,7 +172,9 @@ test('SQLite: a pass runs off the event loop (a worker thread on its own connect
     const busy = performance.eventLoopUtilization(elu).utilization;
     assert.equal(pass.records, 40_000);
     assert.ok(took > 100, `the pass took ${took.toFixed(0)} ms: long enough to tell`);
-    assert.ok(busy < 0.5, `the event loop was busy ${(busy * 100).toFixed(0)} % of a ${took.toFixed(0)} ms pass`);
+    // Off the loop: 2–4 % on a quiet machine, 57 % seen beside other test files (a starved thread's
+    // short work stretches); on it: 100 %, as the statement holds the loop for the whole pass.
+    assert.ok(busy < 0.9, `the event loop was busy ${(busy * 100).toFixed(0)} % of a ${took.toFixed(0)} ms pass`);
 
     // asked to stop (a SIGTERM), it ends after the batch under way: most records are left for the next pass
     for (let i = 0; i < 2_000; i++) w.sink.record(rec(i, 41));
