@@ -24,17 +24,17 @@ export const meterRecord = (request_id: string, created_at: number, extra: Parti
   ...extra,
 });
 
+/** When a test sweeps the stranded lease: past BALANCE_LEASE_TTL_SECONDS (60 in those tests) after its last renewal. */
+export const sweptAt = (heldAt: number) => heldAt + 61_000;
+
 /**
  * What a retention pass must not prune away: a lease of user c/u that process 'dead-proc' took
  * at `leasedAt` and never returned (its calls' records are what the sweeper charges it from),
  * and an open hold for request 'req_held' (the hold sweeper settles it at that record's cost).
  * The lease was last renewed at `heldAt` (the process died just now): the gateway's own sweeper,
  * on its timer, must not take it before the test has written its records; the test sweeps it
- * itself with a clock a TTL later (SWEPT_AT).
+ * itself with a clock a TTL later (sweptAt).
  */
-/** When a test sweeps the stranded lease: past BALANCE_LEASE_TTL_SECONDS (60 in those tests) after its last renewal. */
-export const sweptAt = (heldAt: number) => heldAt + 61_000;
-
 export const strandedLeaseAndHold = (db: Db, leasedAt: number, heldAt: number) =>
   db.batch([
     sql`INSERT INTO leases (owner, city_id, user_id, credits, take_id, took, renewed_at, created_at) VALUES ('dead-proc', 'c', 'u', 5000, 't1', 5000, ${heldAt}, ${leasedAt})`.compile(db.kysely),

@@ -274,16 +274,15 @@ export class WindowEngine implements RollingWindows {
       }
       const renew = this.#renewDue(at);
       if (slices.length === 0 && partial.length === 0 && !renew) return;
-      const byScope = (a: Slice, b: Slice) => (a.scope < b.scope ? -1 : a.scope > b.scope ? 1 : a.minute - b.minute);
-      const partialSet = new Set(partial);
-      const all = [...slices, ...partial].sort(byScope); // one lock order for returns and give-backs alike
+      const all = [...slices, ...partial].sort((a, b) => (a.scope < b.scope ? -1 : a.scope > b.scope ? 1 : a.minute - b.minute)); // one lock order for returns and give-backs alike
       const id = newId('wflush', 12);
       // The mark first (lease_flushes, as lease flushes do): a retry of a batch that had committed fails on it.
       const statements = [sql`INSERT INTO lease_flushes (flush_id, owner, at) VALUES (${id}, ${this.owner}, ${at})`.compile(this.db.kysely)];
       // Live slices say so (every TTL/3), or another process would sweep them.
       if (renew) statements.push(sql`UPDATE window_slices SET renewed_at = ${at} WHERE owner = ${this.owner}`.compile(this.db.kysely));
       for (const s of all) {
-        if (partialSet.has(s)) {
+        if (s.held > 0) {
+          // a give-back (a returned slice has no call out)
           s.giving = free(s);
           s.taken -= s.giving;
           statements.push(...giveBackStatements(this.db, s.scope, s.minute, s.giving, this.now(), this.owner));
