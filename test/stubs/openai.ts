@@ -139,6 +139,9 @@ export type RecordedRequest = {
    * repeated fields as arrays); undefined when there is no body; the raw text otherwise.
    */
   body: unknown;
+  /** Whether the whole answer went out: false while it is pending, and for good when the
+   *  caller went away first (a killed gateway's request). */
+  answered: () => boolean;
 };
 
 export type OpenAIStub = {
@@ -662,7 +665,7 @@ export async function startOpenAIStub(opts: OpenAIStubOptions = {}): Promise<Ope
   async function handle(ctx: Ctx): Promise<void> {
     const { method, path } = ctx;
     const { body, error } = await parseBody(ctx);
-    if (record) requests.push({ method, path, query: ctx.query, headers: ctx.req.headers, body });
+    if (record) requests.push({ method, path, query: ctx.query, headers: ctx.req.headers, body, answered: () => ctx.res.writableFinished });
     if (error) return sendError(ctx, error);
 
     // public, like OpenAI's signed image URLs
