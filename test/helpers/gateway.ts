@@ -68,6 +68,8 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
   const env: Record<string, string | undefined> = {
     PATH: process.env.PATH,
     HOME: process.env.HOME,
+    // npm test's cache of type-stripped sources: a gateway's boot skips Node's TypeScript stripper
+    NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE,
     HOST: '127.0.0.1',
     PORT: '0',
     DATABASE_PATH: dbPath,
