@@ -19,7 +19,7 @@ import { breakerKey, breakerOf } from './breaker.ts';
 import { classify, fromGatewayError, gatewayMcpError } from './errors.ts';
 import { scrub } from './secrets.ts';
 import { cityServers } from './store.ts';
-import { priceOf, splitName, toolAllowed } from './tools.ts';
+import { priceOf, splitName, toolAllowed } from './tool-rules.ts';
 import { clientFor } from './upstream.ts';
 
 export const MCP_MODE = 'mcp' as Mode;

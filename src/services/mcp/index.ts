@@ -12,12 +12,10 @@ import { action, defineService } from '../../kernel/service.ts';
 import { isUniqueViolation } from '../../db/database.ts';
 import { cityIdSchema, requireCity } from '../cities/index.ts';
 import { breakerOf, breakerKey } from './breaker.ts';
-import { serveMcp } from './endpoint.ts';
-import { describeError } from './errors.ts';
 import { filterOf, serverFields, serverName, serverView, toView } from './input.ts';
 import { forgetCity, getServer, listServers, openAuth, sealAuth, type ServerRow } from './store.ts';
-import { forgetTools, priceOf, SEPARATOR, toolAllowed, upstreamTools } from './tools.ts';
-import { closeAll, connect, dropServer } from './upstream.ts';
+import { loadedSdk, sdk } from './sdk.ts';
+import { priceOf, SEPARATOR, toolAllowed } from './tool-rules.ts';
 
 /** The server URL as the outbound policy judges it before any connection; a 400 otherwise. */
 function checkServerUrl(gw: GatewayContext, raw: string, param = 'url'): string {
@@ -53,8 +51,8 @@ async function serverFor(gw: GatewayContext, identity: Identity, serverId: strin
 /** Forget what this process keeps of a server (its client, its tool list, its city's rows, its breaker). */
 function forget(gw: GatewayContext, row: ServerRow): void {
   forgetCity(row.city_id);
-  forgetTools(row.server_id);
-  dropServer(row.server_id);
+  loadedSdk()?.forgetTools(row.server_id);
+  loadedSdk()?.dropServer(row.server_id);
   breakerOf(gw).reset(breakerKey(row).split('\u0000')[0]);
 }
 
@@ -103,7 +101,7 @@ export const mcpService = defineService({
   id: 'mcp',
   name: 'MCP',
   description: "MCP servers per city, and citygate as one MCP server (/v1/mcp) for the city's users: their allowed tools, limited, charged and recorded per call.",
-  stop: () => closeAll(),
+  stop: async () => loadedSdk()?.closeAll(),
   actions: {
     '': action({
       method: 'POST',
@@ -117,7 +115,7 @@ export const mcpService = defineService({
       produces: ['application/json'],
       errors: [402, 429, 502, 504],
       formatError: (e) => e.toResponse(e.status === 401 ? { 'www-authenticate': 'Bearer realm="citygate"' } : undefined),
-      handler: serveMcp,
+      handler: async (ctx) => (await sdk()).serveMcp(ctx),
     }),
     'servers/create': action({
       method: 'POST',
@@ -228,6 +226,7 @@ export const mcpService = defineService({
         const row = await serverFor(gateway, identity, input.server_id);
         const started = performance.now();
         const report = { ok: false, server_id: row.server_id, latency_ms: 0, server_info: null as { name: string; version: string } | null, protocol_version: null as string | null, tools: [] as z.infer<typeof testedTool>[], error: null as string | null };
+        const { connect, describeError, forgetTools, upstreamTools } = await sdk();
         try {
           const client = await connect(gateway, row);
           try {

@@ -8,8 +8,8 @@ import { breakerOf, breakerKey } from './breaker.ts';
 import { cityServers, type ServerRow } from './store.ts';
 import { clientFor } from './upstream.ts';
 import { describeError } from './errors.ts';
+import { SEPARATOR, toolAllowed } from './tool-rules.ts';
 
-export const SEPARATOR = '__';
 const TOOLS_TTL_MS = 60_000;
 const MAX_PAGES = 20;
 
@@ -48,28 +48,6 @@ export async function upstreamTools(gw: GatewayContext, row: ServerRow, fresh = 
 
 export function forgetTools(serverId: string): void {
   for (const k of listed.keys()) if (k.startsWith(`${serverId}\x1f`)) listed.delete(k);
-}
-
-const parse = (s: string): string[] => JSON.parse(s) as string[];
-
-/** Whether the server's filter lets the tool through. */
-export function toolAllowed(row: Pick<ServerRow, 'tool_filter' | 'tools'>, tool: string): boolean {
-  if (row.tool_filter === 'all') return true;
-  const list = parse(row.tools);
-  return row.tool_filter === 'allow' ? list.includes(tool) : !list.includes(tool);
-}
-
-/** Credits per call of a tool: its override, else the server's price. */
-export function priceOf(row: Pick<ServerRow, 'price' | 'prices'>, tool: string): number {
-  const p = (JSON.parse(row.prices) as Record<string, number>)[tool];
-  return typeof p === 'number' ? p : row.price;
-}
-
-/** The server and tool a gateway tool name stands for, or null. */
-export function splitName(name: string): { server: string; tool: string } | null {
-  const i = name.indexOf(SEPARATOR);
-  if (i <= 0 || i + SEPARATOR.length >= name.length) return null;
-  return { server: name.slice(0, i), tool: name.slice(i + SEPARATOR.length) };
 }
 
 /** tools/list for a city: every allowed tool of its enabled, reachable servers. */
