@@ -38,15 +38,18 @@ export interface StartOptions {
   cleanup?: boolean;
   /** Run on a PostgreSQL database (default: when the suite runs on PostgreSQL). */
   postgres?: boolean;
+  /** On PostgreSQL, a new empty database that the first boot migrates, not a copy of the migrated
+   *  template (for tests of first boots; the default copies it when npm test made one). */
+  freshDatabase?: boolean;
   /** Sees the process as soon as it is spawned (before it listens). */
   onSpawn?: (child: ChildProcess) => void;
 }
 
 /** One PostgreSQL database per gateway directory, so gateways started on one dir share it. */
 const pgByDir = new Map<string, Promise<string>>();
-function postgresFor(dir: string): Promise<string> {
+function postgresFor(dir: string, fresh: boolean): Promise<string> {
   let url = pgByDir.get(dir);
-  if (!url) pgByDir.set(dir, (url = createTestDatabase().then((d) => d.url)));
+  if (!url) pgByDir.set(dir, (url = createTestDatabase({ migrated: !fresh }).then((d) => d.url)));
   return url;
 }
 
@@ -73,7 +76,7 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
     HOST: '127.0.0.1',
     PORT: '0',
     DATABASE_PATH: dbPath,
-    ...(onPostgres ? { DATABASE_URL: await postgresFor(dir) } : {}),
+    ...(onPostgres ? { DATABASE_URL: await postgresFor(dir, opts.freshDatabase ?? false) } : {}),
     // On PostgreSQL the master key must be given, the same on every replica (README, Scaling out).
     ...(onPostgres || opts.env?.DATABASE_URL ? { CITYGATE_MASTER_KEY: TEST_MASTER_KEY } : {}),
     // Tests make many guest calls from one address; rate-limit tests set their own limit.

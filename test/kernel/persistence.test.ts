@@ -62,7 +62,7 @@ test('GATEWAY_ADMIN_SECRET_KEY from the process environment seeds the first boot
 
 test('four gateways booted at once on one new database: one admin key, one active signing key', async () => {
   const dir = tempDir();
-  const gws = await startGateways(4, { dir });
+  const gws = await startGateways(4, { dir, freshDatabase: true });
   try {
     const keys = await sqlAll(gws[0], `SELECT value FROM env WHERE key = 'GATEWAY_ADMIN_SECRET_KEY'`);
     const active = await sqlAll(gws[0], `SELECT kid FROM signing_keys WHERE status = 'active'`);

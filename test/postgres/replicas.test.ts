@@ -40,7 +40,7 @@ function projectDir(): string {
 test('three replicas on one new PostgreSQL database', { skip, timeout: 180_000 }, async (t) => {
   const stub = await startOpenAIStub();
   const dir = projectDir();
-  const gws = await startGateways(3, { dir, postgres: true, env: upstreamEnv(stub) }).catch(async (e) => {
+  const gws = await startGateways(3, { dir, postgres: true, freshDatabase: true, env: upstreamEnv(stub) }).catch(async (e) => {
     await stub.close();
     throw e;
   });

@@ -1,0 +1,26 @@
+// npm test's setup, once for the whole run (--test-global-setup): on PostgreSQL, one database
+// with every migration applied, which the test gateways' databases are copied from (CREATE
+// DATABASE … TEMPLATE) instead of each running the migrations on its first boot. Dropped at the
+// end. Tests about first boots on a new database ask for a fresh one (StartOptions.freshDatabase).
+import { migrate } from '../../src/db/migrate.ts';
+import { openPostgres } from '../../src/db/dialects/postgres.ts';
+import { createTestDatabase, pgSkipReason, TEMPLATE_ENV } from './postgres.ts';
+
+let drop: (() => Promise<void>) | null = null;
+
+export async function globalSetup(): Promise<void> {
+  if (await pgSkipReason()) return;
+  const template = await createTestDatabase({ keep: true });
+  const db = openPostgres(template.url);
+  try {
+    await migrate(db);
+  } finally {
+    await db.close();
+  }
+  drop = template.drop;
+  process.env[TEMPLATE_ENV] = template.name; // the test processes (and the PostgreSQL suites' run) inherit it
+}
+
+export async function globalTeardown(): Promise<void> {
+  await drop?.();
+}
