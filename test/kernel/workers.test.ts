@@ -76,3 +76,20 @@ test('GATEWAY_WORKERS=2 on SQLite: the 50-way money race, a killed worker replac
     await stub.close();
   }
 });
+
+// A stop that comes while a replacement worker still loads its modules (seconds on a loaded
+// machine): that worker ends by the signal before its handler is installed. It served nothing, so
+// the stop is clean: exit 0, as an orchestrator's rolling restart expects.
+test('SIGTERM while a replacement worker is still booting: every process stops and the primary exits 0', async () => {
+  const gw = await startGateway({ postgres: false, env: { GATEWAY_WORKERS: '2' } });
+  cleanup.unshift(() => gw.stop('SIGKILL'));
+  const primary = gw.child.pid!;
+  const workers = childPids(primary);
+  assert.equal(workers.length, 2);
+  process.kill(workers[0], 'SIGKILL');
+  // SIGTERM as soon as the replacement exists: it is still loading its modules
+  const replacement = await until('a replacement worker', () => childPids(primary).find((p) => !workers.includes(p)) ?? null, 20_000);
+  assert.equal(await gw.stop('SIGTERM'), 0, `the primary exits 0; its log ends:\n${gw.stderr().slice(-2000)}`);
+  assert.equal(alive(replacement!), false, 'the replacement stopped too');
+  assert.doesNotMatch(gw.stderr(), /while stopping/);
+});

@@ -8,7 +8,8 @@
 //   - on SIGTERM/SIGINT, stops restarting and sends SIGTERM to every worker, which drains as
 //     one process does (server.ts: readiness false, Connection: close, in-flight work up to
 //     SHUTDOWN_TIMEOUT_MS, then usage, charges and leases written); a worker still alive
-//     SHUTDOWN_TIMEOUT_MS + 20 s later is killed, and then the primary exits 1, else 0. A
+//     SHUTDOWN_TIMEOUT_MS + 20 s later is killed, and then the primary exits 1, else 0 (a worker
+//     still booting, which the signal ends before its handler exists, served nothing: clean). A
 //     worker whose primary disappears (SIGKILL) stops itself the same way.
 //   - at boot, the primary (not each worker) waits for PostgreSQL (DATABASE_CONNECT_TIMEOUT_S).
 //
@@ -75,9 +76,11 @@ export function startPrimary(config: NodeConfig, opts: { installSignals?: boolea
   cluster.on('exit', (w, code, signal) => {
     const at = born.get(w) ?? 0;
     born.delete(w);
-    ready.delete(w);
+    const wasReady = ready.delete(w);
     if (stopping) {
-      if (code !== 0) {
+      // A worker still booting (a replacement, say) has served nothing and holds nothing: that
+      // SIGTERM ends it before its own handler is installed is no unclean stop.
+      if (code !== 0 && wasReady) {
         unclean++;
         out(`citygate: worker ${w.process.pid} exited (${signal ?? code}) while stopping`);
       }
