@@ -11,11 +11,16 @@ let drop: (() => Promise<void>) | null = null;
 export async function globalSetup(): Promise<void> {
   if (await pgSkipReason()) return;
   const template = await createTestDatabase({ keep: true });
-  const db = openPostgres(template.url);
   try {
-    await migrate(db);
-  } finally {
-    await db.close();
+    const db = openPostgres(template.url);
+    try {
+      await migrate(db);
+    } finally {
+      await db.close();
+    }
+  } catch (e) {
+    await template.drop(); // kept from the exit-time drop: a failed setup must not leave it behind
+    throw e;
   }
   drop = template.drop;
   process.env[TEMPLATE_ENV] = template.name; // the test processes (and the PostgreSQL suites' run) inherit it

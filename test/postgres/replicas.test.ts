@@ -158,8 +158,8 @@ test('image jobs across two replicas run exactly once; a replica killed mid-job 
         assert.equal(r.status, 200, r.text);
         return r.body.job_id as string;
       });
-      const slowSeen = () => stub.requests.slice(before).filter((r) => r.path === '/v1/images/generations').length;
-      await until('the slow jobs reached the upstream', () => slowSeen() >= 3, 15_000);
+      const slowRequests = () => stub.requests.slice(before).filter((r) => r.path === '/v1/images/generations');
+      await until('the slow jobs reached the upstream', () => slowRequests().length >= 3, 15_000);
       await a.stop('SIGKILL');
       const killed = Date.now();
       const done = await waitJobs(b, token, ids, 30_000);
@@ -168,7 +168,7 @@ test('image jobs across two replicas run exactly once; a replica killed mid-job 
       assert.ok([...done.values()].every((j) => j.status === 'succeeded'), JSON.stringify([...done.values()]));
       // A job runs on whichever replica claims it first (b's poll may win one); the killed
       // replica's requests are the ones never answered. Each of those ran once more, on b.
-      const slow = stub.requests.slice(before).filter((r) => r.path === '/v1/images/generations');
+      const slow = slowRequests();
       const cut = slow.filter((r) => !r.answered());
       t.diagnostic(`${cut.length} of 3 slow jobs were running on the killed replica`);
       assert.ok(cut.length >= 1, 'the killed replica was running at least one slow job');

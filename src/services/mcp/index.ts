@@ -51,8 +51,9 @@ async function serverFor(gw: GatewayContext, identity: Identity, serverId: strin
 /** Forget what this process keeps of a server (its client, its tool list, its city's rows, its breaker). */
 function forget(gw: GatewayContext, row: ServerRow): void {
   forgetCity(row.city_id);
-  loadedSdk()?.forgetTools(row.server_id);
-  loadedSdk()?.dropServer(row.server_id);
+  const room = loadedSdk(); // not loaded: no client or tool list of it in this process
+  room?.forgetTools(row.server_id);
+  room?.dropServer(row.server_id);
   breakerOf(gw).reset(breakerKey(row).split('\u0000')[0]);
 }
 

@@ -1,6 +1,6 @@
 // The door to what is built on the MCP SDK (endpoint, upstream clients, tool lists, errors): it
 // loads on the first MCP request or server test, not at boot. With ajv and zod-to-json-schema it
-// is ~130 of the ~1,300 modules a gateway loads, ~10 % of a boot's CPU, and most gateways (and
+// is ~160 of the ~1,290 modules a gateway loaded, ~12 % of a boot's CPU, and most gateways (and
 // most of the test suite's ~250 boots) never serve MCP. Wrangler bundles it all the same.
 import type * as Room from './room.ts';
 
