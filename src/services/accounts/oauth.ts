@@ -1,15 +1,5 @@
 // The OAuth login flow: start → the provider → callback → result. The state row is the login
 // attempt; each step moves it with one conditional UPDATE (see states.ts).
-import {
-  ArcticFetchError,
-  CodeChallengeMethod,
-  OAuth2Client,
-  OAuth2RequestError,
-  UnexpectedErrorResponseBodyError,
-  UnexpectedResponseError,
-  generateCodeVerifier,
-  generateState,
-} from 'arctic';
 import type { GatewayContext } from '../../kernel/context.ts';
 import { sha256Hex } from '../../kernel/crypto.ts';
 import { GatewayError, badRequest, forbidden, notFound } from '../../kernel/errors.ts';
@@ -24,6 +14,11 @@ import { tokenTtlSeconds, type Hooks } from './settings.ts';
 import { publicOriginOrNull } from '../../kernel/public-url.ts';
 
 export const CALLBACK_PATH = '/v1/accounts/oauth/callback';
+
+// arctic (and the @oslojs packages under it, ~90 modules, near a tenth of a boot's) is loaded by
+// the first OAuth login, not at boot: most processes never run one.
+let arcticModule: Promise<typeof import('arctic')> | undefined;
+const arctic = () => (arcticModule ??= import('arctic'));
 const UPSTREAM_TIMEOUT_MS = 15_000;
 
 /** The state lifetime: OAUTH_STATE_TTL_SECONDS (1 s to 1 h), default 10 minutes. */
@@ -82,6 +77,7 @@ export async function startLogin(
     }
     returnTo = url.toString();
   }
+  const { CodeChallengeMethod, OAuth2Client, generateCodeVerifier, generateState } = await arctic();
   const state = generateState();
   const verifier = generateCodeVerifier();
   const expiresAt = Date.now() + stateTtlMs(gw);
@@ -115,6 +111,7 @@ function withTimeout<T>(p: Promise<T>, what: string): Promise<T> {
 
 /** Exchanges the code (PKCE, client credentials by HTTP Basic) and reads the profile. */
 async function exchange(cfg: ProviderConfig, row: StateRow, code: string, timing: RequestTiming): Promise<ProviderProfile> {
+  const { ArcticFetchError, OAuth2Client, OAuth2RequestError, UnexpectedErrorResponseBodyError, UnexpectedResponseError } = await arctic();
   const client = new OAuth2Client(cfg.clientId, cfg.clientSecret, row.redirect_uri);
   const started = performance.now();
   try {
