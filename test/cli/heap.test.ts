@@ -25,7 +25,9 @@ async function serveFlags(env: Record<string, string>, nodeArgs: string[] = []):
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
   try {
     const url = await new Promise<string>((res, rej) => {
-      const timer = setTimeout(() => rej(new Error(`serve did not start:\n${err}`)), 30_000);
+      // as generous as the gateway helper's: a boot without the compile cache on a loaded
+      // two-core machine (CI beside other work) took over 30 s once
+      const timer = setTimeout(() => rej(new Error(`serve did not start in 90 s:\n${err}`)), 90_000);
       child.stderr!.on('data', () => {
         const m = /citygate listening on (http:\/\/\S+)/.exec(err);
         if (m) (clearTimeout(timer), res(m[1]));
