@@ -11,6 +11,7 @@ import { GoogleGenAI } from '@google/genai';
 import { bundleWorker, nodeBuiltinImports, startWorker, type TestWorker } from '../helpers/worker.ts';
 import { startOpenAIStub, stubVector, type OpenAIStub } from '../stubs/openai.ts';
 import { startAnthropicStub, type AnthropicStub } from '../stubs/anthropic.ts';
+import { startGitHubStub } from '../stubs/github.ts';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { R2BlobStore } from '../../src/runtimes/workers/r2.ts';
@@ -276,6 +277,38 @@ describe('Worker in workerd (Miniflare, local D1/Queues/R2)', () => {
     );
     assert.equal(job.status, 'succeeded', JSON.stringify(job));
     assert.equal(job.videos[0].media_type, 'video/mp4');
+  });
+
+  test('OAuth login in the Worker: arctic, loaded on the first login, does PKCE and the code exchange', async () => {
+    const gh = await startGitHubStub();
+    try {
+      const admin = client(w.url, adminKey);
+      const base = (await admin.get('/v1/env/list?reveal=true')).body.items.find((e: { key: string }) => e.key === 'GATEWAY_CITY_BASE_URL').value as string;
+      const callback = `${new URL(base).origin}/v1/accounts/oauth/callback`;
+      gh.setRedirectUri(callback);
+      gh.setUser({ id: 777, login: 'edge-user', email: 'edge@example.com', email_verified: true });
+      const env = { OAUTH_A_CLIENT_ID: gh.clientId, OAUTH_A_CLIENT_SECRET: gh.clientSecret, OAUTH_A_AUTHORIZE_URL: gh.authorizeUrl, OAUTH_A_TOKEN_URL: gh.tokenUrl, OAUTH_A_API_URL: gh.apiBase };
+      const content = Object.entries(env).map(([k, v]) => `${k}=${v}`).join('\n');
+      assert.equal((await admin.post('/v1/env/import', { content })).status, 200);
+      await admin.post('/v1/cities/create', { name: 'OAuth city', city_id: 'oauth-edge' });
+      const started = await call(w.url, 'POST', '/v1/accounts/oauth/start', { body: { city_id: 'oauth-edge', provider: 'github' } });
+      assert.equal(started.status, 200, started.text);
+      const at = await fetch(started.body.url, { redirect: 'manual' });
+      assert.equal(at.status, 302, await at.text());
+      const back = new URL(at.headers.get('location')!);
+      assert.equal(`${back.origin}${back.pathname}`, callback);
+      assert.equal(gh.requests.at(-1)!.query.code_challenge_method, 'S256');
+      // the browser arrives at the public host, which routes to this Worker
+      const arrived = await fetch(`${w.url}${back.pathname}${back.search}`, { redirect: 'manual' });
+      assert.equal(arrived.status, 200, await arrived.text());
+      const result = await call(w.url, 'GET', `/v1/accounts/oauth/result?state=${encodeURIComponent(started.body.state)}`);
+      assert.equal(result.body.status, 'done', result.text);
+      assert.equal(gh.tokenCalls, 1);
+      const me = await call(w.url, 'GET', '/v1/cities/current', { token: result.body.user_token });
+      assert.equal(me.body.city_id, 'oauth-edge');
+    } finally {
+      await gh.close();
+    }
   });
 
   test('data survives a restart of the Worker on the same D1 state directory', async () => {

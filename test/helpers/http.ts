@@ -20,7 +20,14 @@ export async function call<T = any>(
     body = JSON.stringify(opts.body);
     headers['content-type'] ??= 'application/json';
   }
-  const res = await fetch(base + path, { method, headers, body });
+  let res: Response;
+  try {
+    res = await fetch(base + path, { method, headers, body });
+  } catch (e) {
+    if (!(method === 'GET' && staleConnection(e))) throw e;
+    // A GET once more, on a new connection, as HTTP clients do (RFC 9112 §9.3.1): see staleConnection.
+    res = await fetch(base + path, { method, headers, body });
+  }
   const text = await res.text();
   let parsed: unknown = text;
   try {
@@ -29,6 +36,18 @@ export async function call<T = any>(
     /* not JSON */
   }
   return { status: res.status, headers: res.headers, body: parsed as T, text };
+}
+
+/**
+ * A pooled keep-alive connection that the gateway had closed as idle (HTTP_KEEP_ALIVE_TIMEOUT_MS,
+ * 5 s) before this request went out on it: "other side closed" on a socket that carried earlier
+ * answers. undici drops idle sockets on a timer, which cannot run while the test keeps its event
+ * loop busy: test/client/openapi.test.ts validates a 270 KB document for 40 s on a loaded machine,
+ * and its next GET went out on the socket that had fetched the document (276,932 bytes read).
+ */
+function staleConnection(e: unknown): boolean {
+  const cause = (e as { cause?: { code?: string; message?: string; socket?: { bytesRead?: number } } })?.cause;
+  return cause?.code === 'UND_ERR_SOCKET' && cause.message === 'other side closed' && (cause.socket?.bytesRead ?? 0) > 0;
 }
 
 /** A client bound to one base URL and one credential. */

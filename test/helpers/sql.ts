@@ -18,7 +18,9 @@ const numbers = {
 
 export async function sqlAll<T = Record<string, unknown>>(t: SqlTarget, text: string, params: unknown[] = []): Promise<T[]> {
   if (!t.databaseUrl) {
-    const db = new DatabaseSync(t.dbPath, { readOnly: !/^\s*(insert|update|delete)/i.test(text) });
+    // As an operator's sqlite3 with .timeout: wait for the gateway's write under way (a usage
+    // flush) instead of failing at once with "database is locked" (seen on a loaded machine).
+    const db = new DatabaseSync(t.dbPath, { readOnly: !/^\s*(insert|update|delete)/i.test(text), timeout: 10_000 });
     try {
       return db.prepare(text).all(...(params as never[])) as T[];
     } finally {

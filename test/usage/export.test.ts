@@ -84,6 +84,8 @@ test('1 million records exported as a stream while other callers are served and 
   let peak = idle;
   const sampler = setInterval(() => (peak = Math.max(peak, rss())), 25);
   // meanwhile another caller asks /health/live every 100 ms: the export must not hold the gateway
+  // (its reads are batched: a probe waits at most about one batch, 0.5 s with six test files at once; 1.2 s with a
+  // second copy of the suite beside this one; an export that held the loop would hold it for minutes)
   let slowest = 0;
   let asked = 0;
   let exporting = true;
@@ -114,7 +116,7 @@ test('1 million records exported as a stream while other callers are served and 
     exporting = false;
     await prober;
   }
-  assert.ok(asked >= 5 && slowest < 1000, `during the export, /health/live answered ${asked} times, the slowest in ${slowest.toFixed(0)} ms`);
+  assert.ok(asked >= 5 && slowest < 2500, `during the export, /health/live answered ${asked} times, the slowest in ${slowest.toFixed(0)} ms`);
   const grew = (peak - idle) / 2 ** 20;
   console.log(`export of ${N} records (/health/live meanwhile: ${asked} answers, the slowest ${slowest.toFixed(0)} ms): idle RSS ${(idle / 2 ** 20).toFixed(1)} MB, peak ${(peak / 2 ** 20).toFixed(1)} MB (+${grew.toFixed(1)} MB)`);
   // Measured +3.7 to +5.7 MB since SQLite rows are ordinary objects (before: +38.7 to +75 MB,
