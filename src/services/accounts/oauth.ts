@@ -19,6 +19,7 @@ export const CALLBACK_PATH = '/v1/accounts/oauth/callback';
 // the first OAuth login, not at boot: most processes never run one.
 let arcticModule: Promise<typeof import('arctic')> | undefined;
 const arctic = () => (arcticModule ??= import('arctic'));
+
 const UPSTREAM_TIMEOUT_MS = 15_000;
 
 /** The state lifetime: OAUTH_STATE_TTL_SECONDS (1 s to 1 h), default 10 minutes. */
