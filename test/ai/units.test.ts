@@ -1,7 +1,7 @@
 // Units that decide money and bytes: the credit hold around a call (with a fake billing and
 // metering capability, as the balance and usage services will provide them) and the SSE relay.
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import type { GatewayContext } from '../../src/kernel/context.ts';
 import { GatewayError } from '../../src/kernel/errors.ts';
 import type { Billing, Hold, MeterRecord } from '../../src/kernel/metering.ts';
@@ -106,10 +106,12 @@ describe('credit holds around a call', () => {
 });
 
 const enc = new TextEncoder();
+/** Chunks as Node's upstream client gives them (Buffers: the relay searches them natively) or as Workers' fetch does (Uint8Arrays). */
+let asBuffers = false;
 async function relay(chunks: string[], strip: boolean, breakAfter = false) {
   let end: RelayEnd | undefined;
   const src = (async function* () {
-    for (const c of chunks) yield enc.encode(c);
+    for (const c of chunks) yield asBuffers ? Buffer.from(c) : enc.encode(c);
     if (breakAfter) throw new Error('socket hang up');
   })();
   const out = relaySse(src, { strip, onEnd: (r) => (end = r), errorEvent: () => 'data: {"error":{}}\n\n' });
@@ -119,7 +121,8 @@ async function relay(chunks: string[], strip: boolean, breakAfter = false) {
   return { text, end: end! };
 }
 
-describe('the SSE relay', () => {
+for (const buffers of [false, true]) describe(`the SSE relay (${buffers ? 'Buffer' : 'Uint8Array'} chunks)`, () => {
+  before(() => void (asBuffers = buffers));
   const events = [
     'data: {"choices":[{"delta":{"content":"Hi"}}],"usage":null}\n\n',
     'data: {"choices":[{"delta":{},"finish_reason":"stop"}],"usage":null}\n\n',
@@ -180,6 +183,29 @@ describe('the SSE relay', () => {
       assert.equal(broke.end.aborted, false);
       assert.ok(broke.end.error);
     }
+  });
+
+  test("without a usage, every data event is counted (the estimate's basis), however the bytes are split", async () => {
+    const noUsage = ': keep-alive\n\n' + events[0] + 'event: x\r\ndata: {"choices":[]}\r\n\r\n' + events[1] + events[3];
+    for (const size of [1, 6, 40, noUsage.length]) {
+      const chunks: string[] = [];
+      for (let i = 0; i < noUsage.length; i += size) chunks.push(noUsage.slice(i, i + size));
+      for (const strip of [false, true]) {
+        const r = await relay(chunks, strip);
+        assert.equal(r.text, noUsage);
+        assert.equal(r.end.usage, null);
+        assert.equal(r.end.events, 3, `split every ${size} bytes`);
+      }
+    }
+  });
+
+  test('a usage event with other lines before its data line, and CRLF line ends', async () => {
+    const usage = 'id: 9\r\nevent: chunk\r\ndata: {"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":1}}\r\n\r\n';
+    const e = events[0] + usage + events[3];
+    assert.equal((await relay([e], false)).text, e);
+    const s = await relay([e], true);
+    assert.equal(s.text, events[0] + events[3]);
+    assert.deepEqual(s.end.usage, { prompt_tokens: 4, completion_tokens: 1 });
   });
 });
 

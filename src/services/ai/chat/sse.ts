@@ -17,7 +17,7 @@ export interface ChatUsage {
 
 export interface RelayEnd {
   usage: ChatUsage | null;
-  /** `data:` lines with a JSON payload seen (not `[DONE]`): one per event, the estimate's basis when the upstream reported no usage. */
+  /** `data:` lines with a JSON payload seen (not `[DONE]`): one per event, the estimate's basis when the upstream reported no usage (counted only until a usage is found). */
   events: number;
   /** The client went away before the end. */
   aborted: boolean;
@@ -65,6 +65,30 @@ function nextUsageObject(b: Uint8Array, from = 0): number {
 /** True when b[i] is the last byte of an event's blank line (\n\n, \r\n\r\n, \n\r\n, \r\n\n). */
 const endsEvent = (b: Uint8Array, i: number) => b[i] === 10 && (b[i - 1] === 10 || (b[i - 1] === 13 && b[i - 2] === 10));
 
+/**
+ * Start of the event that holds b[at]. Nearly always the start of at's own line (a `data:`
+ * line is the event's first): found by the native search for the line feed before it, not a
+ * walk back byte by byte, which serves the rest.
+ */
+function eventStart(b: Uint8Array, at: number): number {
+  const line = b.lastIndexOf(10, at) + 1;
+  if (line === 0 || endsEvent(b, line - 1)) return line;
+  let start = line - 1;
+  while (start > 0 && !endsEvent(b, start - 1)) start--;
+  return start;
+}
+
+/** Just past the blank line that ends the event holding b[at] (or the block's end). */
+function eventEnd(b: Uint8Array, at: number): number {
+  let end = at;
+  for (let lf = b.indexOf(10, at); lf !== -1; lf = b.indexOf(10, lf + 1)) {
+    if (endsEvent(b, lf)) return lf + 1;
+    end = lf;
+  }
+  while (end < b.length && !endsEvent(b, end)) end++;
+  return Math.min(b.length, end + 1);
+}
+
 /** End of the last complete event (just past its blank line), or 0. */
 function lastBoundary(b: Uint8Array): number {
   for (let i = b.length - 1; i > 0; i--) if (endsEvent(b, i)) return i + 1;
@@ -91,11 +115,8 @@ function takeUsage(block: Uint8Array, strip: boolean, found: (u: ChatUsage) => v
   let copied = 0; // block[0, copied) is in parts already (when something changed)
   let changed = false;
   while (at !== -1) {
-    let start = at;
-    while (start > 0 && !endsEvent(block, start - 1)) start--;
-    let end = at;
-    while (end < block.length && !endsEvent(block, end)) end++;
-    end = Math.min(block.length, end + 1);
+    const start = eventStart(block, at);
+    const end = eventEnd(block, at);
     let replaced = usageInPlace(block, start, end, strip, found);
     if (replaced === undefined) replaced = usageOf(dec.decode(block.subarray(start, end)), strip, found);
     if (replaced !== null) {
@@ -145,27 +166,15 @@ const isSpace = (c: number) => c === 32 || c === 9 || c === 13 || c === 10;
 function usageInPlace(b: Uint8Array, start: number, end: number, strip: boolean, found: (u: ChatUsage) => void): string | null | undefined {
   if (!startsWithData(b, start)) return undefined;
   let i = b[start + 5] === 32 ? start + 6 : start + 5; // the '{'
+  // Plain locals, no closure over them: this loop is the stream's hottest.
   let depth = 0;
   let member = NO_KEY;
   let expectKey = false;
-  let valueAt = -1;
+  let valueAt = -1; // a top-level member's value is b[valueAt, the ',' or '}' that ends it)
   let usageAt = -1;
   let usageEnd = -1;
-  let choicesEmpty = false;
-  const close = (at: number) => {
-    // a top-level member's value is b[valueAt, at)
-    if (member === USAGE_MEMBER) {
-      usageAt = valueAt;
-      usageEnd = at;
-    } else if (member === CHOICES_MEMBER) {
-      let k = valueAt;
-      while (k < at && isSpace(b[k])) k++;
-      let e = at - 1;
-      while (e > k && isSpace(b[e])) e--;
-      choicesEmpty = b[k] === 91 /* [ */ && b[e] === 93 /* ] */ && isBlank(b, k + 1, e);
-    }
-    member = NO_KEY;
-  };
+  let choicesAt = -1;
+  let choicesEnd = -1;
   for (; i < end; i++) {
     const c = b[i];
     if (c === 34 /* " */) {
@@ -179,21 +188,24 @@ function usageInPlace(b: Uint8Array, start: number, end: number, strip: boolean,
     } else if (c === 123 || c === 91) {
       depth++;
       if (depth === 1) expectKey = true;
-    } else if (c === 125 || c === 93) {
+    } else if (c === 125 || c === 93 || (c === 44 /* , */ && depth === 1)) {
       if (depth === 1) {
-        close(i);
-        break;
-      }
-      depth--;
+        if (member === USAGE_MEMBER) {
+          usageAt = valueAt;
+          usageEnd = i;
+        } else if (member === CHOICES_MEMBER) {
+          choicesAt = valueAt;
+          choicesEnd = i;
+        }
+        member = NO_KEY;
+        if (c !== 44) break;
+        expectKey = true;
+      } else depth--;
     } else if (c === 10) return undefined; // the object goes on past its line
     else if (depth === 1 && c === 58 /* : */) valueAt = i + 1;
-    else if (depth === 1 && c === 44 /* , */) {
-      close(i);
-      expectKey = true;
-    }
   }
   if (i >= end || usageAt === -1) return undefined;
-  if (strip && !choicesEmpty) return undefined; // rewritten without its usage: usageOf
+  if (strip && !(choicesAt !== -1 && isEmptyArray(b, choicesAt, choicesEnd))) return undefined; // rewritten without its usage: usageOf
   let usage: unknown;
   try {
     usage = JSON.parse(dec.decode(b.subarray(usageAt, usageEnd)));
@@ -203,6 +215,14 @@ function usageInPlace(b: Uint8Array, start: number, end: number, strip: boolean,
   if (!usage || typeof usage !== 'object') return undefined;
   found(usage as ChatUsage);
   return strip ? '' : null; // dropped: the extra usage event
+}
+
+/** b[from, to) is `[]`, with any blanks around and inside. */
+function isEmptyArray(b: Uint8Array, from: number, to: number): boolean {
+  while (from < to && isSpace(b[from])) from++;
+  let last = to - 1;
+  while (last > from && isSpace(b[last])) last--;
+  return b[from] === 91 /* [ */ && b[last] === 93 /* ] */ && isBlank(b, from + 1, last);
 }
 
 function isBlank(b: Uint8Array, from: number, to: number): boolean {
@@ -278,8 +298,8 @@ export function relaySse(
         let last: Uint8Array = EMPTY;
         if (rest.length) {
           // An event without its blank line at the very end; without strip, it went out already.
-          events += countDataLines(rest);
           const changed = takeUsage(rest, opts.strip, found);
+          if (usage === null) events += countDataLines(rest);
           if (opts.strip) last = changed ?? rest;
         }
         end({ aborted: false });
@@ -293,16 +313,16 @@ export function relaySse(
         // Pass the chunk on at once; keep only the unfinished event to scan it whole later.
         if (b > 0) {
           const done = all.subarray(0, b);
-          events += countDataLines(done);
           takeUsage(done, false, found);
+          if (usage === null) events += countDataLines(done);
         }
         if (chunk.length === 0) continue;
         return { done: false, value: chunk };
       }
       if (b === 0) continue; // nothing complete yet
       const done = all.subarray(0, b);
-      events += countDataLines(done);
       const out = takeUsage(done, true, found) ?? done;
+      if (usage === null) events += countDataLines(done);
       if (out.length === 0) continue;
       return { done: false, value: out };
     }
