@@ -419,6 +419,16 @@ describe('usage by key', () => {
     const bad = await w.admin.get('/v1/usage/stats?key_id=nope');
     assert.equal(bad.status, 400);
     assert.equal(errorOf(bad).param, 'key_id');
+    // The index by key holds only the records made with a key (most calls have none), and the
+    // reads by key still go through it.
+    const def = w.gw.databaseUrl
+      ? (await sqlGet<{ def: string }>(w.gw, `SELECT indexdef AS def FROM pg_indexes WHERE indexname = 'usage_by_key'`))!.def
+      : (await sqlGet<{ def: string }>(w.gw, `SELECT sql AS def FROM sqlite_master WHERE name = 'usage_by_key'`))!.def;
+    assert.match(def, /WHERE \(?key_id IS NOT NULL\)?$/);
+    if (!w.gw.databaseUrl) {
+      const plan = await sqlAll<{ detail: string }>(w.gw, 'EXPLAIN QUERY PLAN SELECT COUNT(*) FROM usage WHERE key_id = ? AND created_at >= ? AND created_at < ?', [one.id, 0, Date.now()]);
+      assert.match(plan.map((p) => p.detail).join('\n'), /USING (COVERING )?INDEX usage_by_key/);
+    }
   });
 });
 

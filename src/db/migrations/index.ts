@@ -23,6 +23,7 @@ import userKeys from './092_user_keys.ts';
 import plans from './094_plans.ts';
 import windowSlices from './095_window_slices.ts';
 import mcpServers from './096_mcp_servers.ts';
+import usageKeyIndex from './097_usage_key_index.ts';
 
 /** One statement: portable SQL (translated for PostgreSQL by dialects/postgres-ddl.ts), or both texts. */
 export type MigrationStatement = string | { sqlite: string; postgres: string };
@@ -55,4 +56,5 @@ export const migrations: Migration[] = [
   { name: '094_plans', statements: plans },
   { name: '095_window_slices', statements: windowSlices },
   { name: '096_mcp_servers', statements: mcpServers },
+  { name: '097_usage_key_index', statements: usageKeyIndex },
 ];
