@@ -27,6 +27,7 @@ import { MasterKeyError } from './secrets.ts';
 import { RateLimiter } from './rate-limit.ts';
 import { METERING, type MeterRecord, type MeteringSink } from './metering.ts';
 import type { ConsoleAssets } from './console.ts';
+import type { DirectBodyReader } from './input.ts';
 import { dispatcher } from './http/admission.ts';
 import { corsForBrowsers } from './http/cors.ts';
 import { errorResponse } from './http/errors.ts';
@@ -72,6 +73,11 @@ export interface GatewayOptions {
    * are set on the Response).
    */
   addHeaders?: (platform: unknown, headers: Record<string, string>) => boolean;
+  /**
+   * Reads a request's body itself (Node: from the socket's request, without the copy the
+   * adapter's Request.arrayBuffer() makes), at most `limit` bytes; null to leave it to the Request.
+   */
+  readBody?: DirectBodyReader;
 }
 
 export interface InitResult {
@@ -252,7 +258,7 @@ export function createGateway(opts: GatewayOptions): Gateway {
   healthRoute(app, { health, draining: () => draining, outage });
   siteRoutes(app, { context, docsScript: opts.docsScript, consoleAssets: opts.consoleAssets });
 
-  const dispatch = dispatcher({ context, outage, socketIp: opts.socketIp, addHeaders: opts.addHeaders });
+  const dispatch = dispatcher({ context, outage, socketIp: opts.socketIp, addHeaders: opts.addHeaders, readBody: opts.readBody });
   app.all('/v1/*', (c) => dispatch(c));
   // Services' paths outside /v1 (ServiceDef.mounts), dispatched as their /v1/{service}/… action.
   for (const s of services.values()) {

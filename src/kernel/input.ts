@@ -6,10 +6,19 @@ export function tooLarge(limit: number): GatewayError {
   return new GatewayError(413, 'body_too_large', `The request body is larger than ${limit} bytes.`);
 }
 
-/** Reads the body, refusing it past `limit` bytes without buffering the excess. */
-export async function readBody(req: Request, limit: number): Promise<Uint8Array> {
+/** A runtime's own reader of a request's body (GatewayOptions.readBody). */
+export type DirectBodyReader = (platform: unknown, limit: number, tooLarge: () => Error) => Promise<Uint8Array> | null;
+
+/**
+ * Reads the body, refusing it past `limit` bytes without buffering the excess: with the
+ * runtime's own reader when it has one for this request (`platform`: what it handed the
+ * gateway with it), else through the Request.
+ */
+export async function readBody(req: Request, limit: number, direct?: DirectBodyReader, platform?: unknown): Promise<Uint8Array> {
   const declared = Number(req.headers.get('content-length') ?? NaN);
   if (declared > limit) throw tooLarge(limit);
+  const own = direct?.(platform, limit, () => tooLarge(limit));
+  if (own) return own;
   if (declared >= 0) {
     // A declared length within the limit: read it whole (runtimes have a fast path for this).
     const buf = new Uint8Array(await req.arrayBuffer());

@@ -27,6 +27,37 @@ describe('the openai package against /v1/ai', () => {
     assert.equal(lastChat().headers.authorization, 'Bearer sk-stub', 'the provider key goes upstream, not the user token');
   });
 
+  test('a body read in many pieces reaches the upstream as sent: 300 KB past one socket read, and chunked with characters split between chunks', async () => {
+    const big = Array.from({ length: 10_000 }, (_, i) => `Grüße ${i} aus Zürich, 東京 🚀`).join(' '); // ~330 KB of UTF-8
+    const r = await openai.chat.completions.create({ model: 'stub-model', messages: [{ role: 'user', content: big }] });
+    const reply = r.choices[0].message.content ?? '';
+    assert.ok(reply === `Hello from stub: ${big}`, `the reply echoes the 330 KB message (${reply.length} characters, ${big.length + 17} expected)`);
+    const sent = (lastChat().body as any).messages[0].content as string;
+    assert.ok(sent === big, `the upstream got the message as sent (${sent.length} characters of ${big.length})`);
+    // no Content-Length: chunks cut inside 'ü', '東' and '🚀'
+    const bytes = new TextEncoder().encode(JSON.stringify({ model: 'stub-model', messages: [{ role: 'user', content: 'Grüße 東京 🚀 end' }] }));
+    const cuts = [bytes.indexOf(0xbc) /* ü's 2nd byte */, bytes.indexOf(0xe6) + 1 /* inside 東 */, bytes.indexOf(0xf0) + 2 /* inside 🚀 */, bytes.length];
+    const body = new ReadableStream<Uint8Array>({
+      start(ctl) {
+        let from = 0;
+        for (const to of cuts) {
+          ctl.enqueue(bytes.slice(from, to));
+          from = to;
+        }
+        ctl.close();
+      },
+    });
+    const res = await fetch(`${w.gw.url}/v1/ai/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${w.alice}`, 'content-type': 'application/json' },
+      body,
+      duplex: 'half',
+    } as RequestInit);
+    assert.equal(res.status, 200);
+    assert.equal((await res.json()).choices[0].message.content, 'Hello from stub: Grüße 東京 🚀 end');
+    assert.equal((lastChat().body as any).messages[0].content, 'Grüße 東京 🚀 end');
+  });
+
   test('streaming without include_usage: text assembled, usage measured upstream but not shown', async () => {
     const s = await openai.chat.completions.create({ model: 'stub-model', stream: true, messages: [{ role: 'user', content: 'one two three' }] });
     let text = '';

@@ -7,6 +7,7 @@ import { after, before, describe, test } from 'node:test';
 import { Agent, fetch as undiciFetch } from 'undici';
 import WebSocket from 'ws';
 import { startGateway, type TestGateway } from '../helpers/gateway.ts';
+import { until } from '../helpers/wait.ts';
 
 /** Opens a raw connection, writes `head`, and resolves with everything the server sent until it closed, and when. */
 function stalled(url: string, head: string): { done: Promise<{ text: string; ms: number }>; socket: Socket } {
@@ -41,6 +42,25 @@ describe('slow clients', () => {
       assert.deepEqual(bodyOf(r.text).error.code, 'request_timeout');
       assert.ok(r.ms >= 1400 && r.ms < 5000, `cut after ${Math.round(r.ms)} ms`);
     }
+    assert.equal((await fetch(`${gw.url}/health`)).status, 200, 'still serving');
+  });
+
+  test('a client that leaves in the middle of its body is logged 499 client_closed_request (never a 500), and the gateway serves on', async () => {
+    const u = new URL(gw.url);
+    const socket = connect(Number(u.port), u.hostname);
+    socket.on('error', () => {});
+    socket.setEncoding('utf8');
+    let got = '';
+    // the server's 100 Continue: the request has reached the gateway, which now waits for the body
+    const asked = new Promise<void>((resolve) => socket.on('data', (d) => (got += d).includes('100 Continue') && resolve()));
+    socket.write('POST /v1/accounts/login HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n');
+    await asked;
+    socket.end('{"city_id":', () => socket.destroy()); // a part of the body, then gone
+    const line = await until('the request line of the call that was left', () =>
+      gw.stdout().split('\n').map((l) => (l.startsWith('{') ? JSON.parse(l) : null)).find((l) => l?.msg === 'request' && l.route === '/v1/accounts/login'),
+    );
+    assert.equal(line.status, 499, JSON.stringify(line));
+    assert.doesNotMatch(gw.stdout() + gw.stderr(), /"status":500|"level":"error"/);
     assert.equal((await fetch(`${gw.url}/health`)).status, 200, 'still serving');
   });
 

@@ -7,7 +7,7 @@ import type { GatewayContext } from '../context.ts';
 import type { DatabaseOutage } from '../database-outage.ts';
 import { GatewayError, notFound } from '../errors.ts';
 import { boundCity, type Identity } from '../identity.ts';
-import { parseJsonBody, parseQuery, readBody, validate } from '../input.ts';
+import { parseJsonBody, parseQuery, readBody, validate, type DirectBodyReader } from '../input.ts';
 import { requestId as newRequestId } from '../crypto.ts';
 import type { AnyAction, RequestTiming } from '../service.ts';
 import { Capture, logModeOf } from './capture.ts';
@@ -20,6 +20,7 @@ export interface AdmissionDeps {
   outage: DatabaseOutage;
   socketIp?: (req: Request, platform: unknown) => string | null | undefined;
   addHeaders?: (platform: unknown, headers: Record<string, string>) => boolean;
+  readBody?: DirectBodyReader;
 }
 
 export function dispatcher(d: AdmissionDeps): (c: Context, path?: string) => Promise<Response> {
@@ -134,7 +135,7 @@ export function dispatcher(d: AdmissionDeps): (c: Context, path?: string) => Pro
     const requestId = c.get('requestId' as never) as string;
     const limit = action.maxBodyBytes ?? config.maxBodyBytes;
     let bodyRead: Promise<Uint8Array> | null = null;
-    const rawBody = () => (bodyRead ??= readBody(req, limit));
+    const rawBody = () => (bodyRead ??= readBody(req, limit, d.readBody, c.env));
     if (capture) capture.body = () => bodyRead;
     // The URL is parsed only when its query is read (a POST without one never builds it).
     let parsed: URL | undefined;

@@ -24,6 +24,7 @@ import { NodeJobRunner } from './job-runner.ts';
 import { loadProjectConfig } from './project-config.ts';
 import { isEventStream, writeEventStream } from './event-stream.ts';
 import { writeWhole } from './whole-answer.ts';
+import { readIncomingBody } from './request-body.ts';
 import { wholeBodyOf } from '../../kernel/http.ts';
 import { bufferedLines } from './log-writer.ts';
 import { undiciHttp } from './upstream-http.ts';
@@ -82,6 +83,7 @@ export async function startNodeServer(
     jobs,
     storage: new LocalFileStore(join(config.dataDir, 'files')),
     masterKey,
+    readBody: readIncomingBody,
     socketIp: (_req, b) => (b as { incoming?: { socket?: { remoteAddress?: string } } } | undefined)?.incoming?.socket?.remoteAddress,
     addHeaders(b, headers) {
       const bindings = b as Bindings | undefined;
