@@ -12,7 +12,10 @@ import { GatewayError } from '../../kernel/errors.ts';
  * (no IncomingMessage, or reading has begun), and the kernel reads it through the Request.
  */
 export function readIncomingBody(platform: unknown, limit: number, tooLarge: () => Error): Promise<Uint8Array> | null {
-  const incoming = (platform as { incoming?: IncomingMessage } | undefined)?.incoming;
+  // An HTTP exchange's bindings (node-server's incoming and outgoing). A Responses WebSocket's
+  // turns carry the upgrade's request alone (for its address): their bodies are not its body.
+  const b = platform as { incoming?: IncomingMessage; outgoing?: unknown } | undefined;
+  const incoming = b?.outgoing ? b.incoming : undefined;
   if (!incoming || incoming.readableDidRead || incoming.readableEnded || incoming.destroyed) return null;
   return new Promise<Uint8Array>((resolve, reject) => {
     const chunks: Buffer[] = [];
