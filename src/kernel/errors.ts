@@ -58,6 +58,9 @@ export class GatewayError extends Error {
   }
 }
 
+/** A client that went away before its answer (499, as nginx logs it). */
+export const CLIENT_CLOSED = 'client_closed_request';
+
 export const badRequest = (code: string, message: string, param?: string) =>
   new GatewayError(400, code, message, { param });
 export const unauthorized = (code: string, message: string) => new GatewayError(401, code, message);

@@ -6,8 +6,8 @@ export function tooLarge(limit: number): GatewayError {
   return new GatewayError(413, 'body_too_large', `The request body is larger than ${limit} bytes.`);
 }
 
-/** A runtime's own reader of a request's body (GatewayOptions.readBody). */
-export type DirectBodyReader = (platform: unknown, limit: number, tooLarge: () => Error) => Promise<Uint8Array> | null;
+/** A runtime's own reader of a request's body (GatewayOptions.readBody): past `limit` bytes, it throws tooLarge(limit). */
+export type DirectBodyReader = (platform: unknown, limit: number) => Promise<Uint8Array> | null;
 
 /**
  * Reads the body, refusing it past `limit` bytes without buffering the excess: with the
@@ -17,7 +17,7 @@ export type DirectBodyReader = (platform: unknown, limit: number, tooLarge: () =
 export async function readBody(req: Request, limit: number, direct?: DirectBodyReader, platform?: unknown): Promise<Uint8Array> {
   const declared = Number(req.headers.get('content-length') ?? NaN);
   if (declared > limit) throw tooLarge(limit);
-  const own = direct?.(platform, limit, () => tooLarge(limit));
+  const own = direct?.(platform, limit);
   if (own) return own;
   if (declared >= 0) {
     // A declared length within the limit: read it whole (runtimes have a fast path for this).

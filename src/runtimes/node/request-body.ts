@@ -3,15 +3,16 @@
 // Request.arrayBuffer() copies the body into a new ArrayBuffer (ArrayBuffer.prototype.slice: an
 // allocation outside the heap, per request) and goes through its own promise machinery.
 import type { IncomingMessage } from 'node:http';
-import { GatewayError } from '../../kernel/errors.ts';
+import { CLIENT_CLOSED, GatewayError } from '../../kernel/errors.ts';
+import { tooLarge } from '../../kernel/input.ts';
 
 /**
  * The body of the request the adapter handed the gateway with `platform` (its bindings), never
- * more than `limit` bytes (past it: `tooLarge()`, and the rest is left to the adapter, which
+ * more than `limit` bytes (past it: 413 body_too_large, and the rest is left to the adapter, which
  * drains it once the answer is written); null when this request's body is not for us to read
  * (no IncomingMessage, or reading has begun), and the kernel reads it through the Request.
  */
-export function readIncomingBody(platform: unknown, limit: number, tooLarge: () => Error): Promise<Uint8Array> | null {
+export function readIncomingBody(platform: unknown, limit: number): Promise<Uint8Array> | null {
   // An HTTP exchange's bindings (node-server's incoming and outgoing). A Responses WebSocket's
   // turns carry the upgrade's request alone (for its address): their bodies are not its body.
   const b = platform as { incoming?: IncomingMessage; outgoing?: unknown } | undefined;
@@ -30,7 +31,7 @@ export function readIncomingBody(platform: unknown, limit: number, tooLarge: () 
       size += chunk.byteLength;
       if (size > limit) {
         done();
-        reject(tooLarge());
+        reject(tooLarge(limit));
         return;
       }
       chunks.push(chunk);
@@ -43,7 +44,7 @@ export function readIncomingBody(platform: unknown, limit: number, tooLarge: () 
     // answer, and the request log and metrics say so (499, as for a client gone during a call).
     const onGone = () => {
       done();
-      reject(new GatewayError(499, 'client_closed_request', 'The client closed the request before its body ended.'));
+      reject(new GatewayError(499, CLIENT_CLOSED, 'The client closed the request before its body ended.'));
     };
     incoming.on('data', onData);
     incoming.on('end', onEnd);

@@ -2,7 +2,7 @@
 // 502, timeout → 504, an upstream 4xx caused by the input → 400 with the upstream's reason,
 // the upstream refusing citygate's own key → 502 (the caller cannot fix it), upstream rate
 // limit → 429. Messages never carry credentials.
-import { GatewayError, isGatewayError } from '../../../kernel/errors.ts';
+import { CLIENT_CLOSED, GatewayError, isGatewayError } from '../../../kernel/errors.ts';
 import { openStreams, type AbortSource, type OpenStream } from '../../../kernel/http.ts';
 import { redactSecrets } from '../../../kernel/redact.ts';
 import { isSdkError } from './sdk.ts';
@@ -243,7 +243,7 @@ export function fromUpstreamStatus(status: number, body: string | undefined): Ga
   return new GatewayError(502, 'upstream_error', `The upstream provider failed (${status})${reason ? `: ${reason}` : '.'}`);
 }
 
-export const CLIENT_CLOSED = 'client_closed_request';
+export { CLIENT_CLOSED };
 
 /** Maps anything an upstream call threw to the one error shape. */
 export function toGatewayError(e: unknown, d?: Deadline): GatewayError {
