@@ -56,7 +56,7 @@ test('the quick start: the start command and `npm test`, which is what .ci/run r
   assert.ok(ci.includes(testCmd), `.ci/run does not run \`${testCmd}\``);
   // (npm run test:agents, the real agent clients, runs beside it: a suite of its own)
   assert.equal(ci.filter((l) => /\bnode --test\b|npm (run )?test(\s|$)/.test(l)).length, 1, 'CI runs the tests one way: the README’s');
-  assert.match(JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts.test, /node --test/);
+  assert.match(JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).scripts.test, /node test\/run\.ts$/);
 });
 
 const portFree = (port: number) =>

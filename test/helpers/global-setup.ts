@@ -9,7 +9,8 @@ import { createTestDatabase, pgSkipReason, TEMPLATE_ENV } from './postgres.ts';
 let drop: (() => Promise<void>) | null = null;
 
 export async function globalSetup(): Promise<void> {
-  if (await pgSkipReason()) return;
+  // a run started by another (the PostgreSQL suites, test/run.ts) uses the template it made
+  if (process.env[TEMPLATE_ENV] || (await pgSkipReason())) return;
   const template = await createTestDatabase({ keep: true });
   try {
     const db = openPostgres(template.url);

@@ -32,7 +32,8 @@ const SUITES = [
 const skip = await pgSkipReason();
 
 test('the service suites pass on PostgreSQL', { skip, timeout: 900_000 }, async () => {
-  const child = spawn(process.execPath, ['--test', '--test-concurrency=2', '--test-timeout=120000', ...SUITES], {
+  // test/run.ts: the slowest files first here too; three at once beside the main run's files
+  const child = spawn(process.execPath, ['test/run.ts', '--concurrency=3', ...SUITES], {
     cwd: ROOT,
     env: { ...process.env, CITYGATE_TEST_DIALECT: 'postgres', NODE_TEST_CONTEXT: undefined },
     stdio: ['ignore', 'pipe', 'pipe'],
