@@ -23,7 +23,7 @@ test('a D1 failure answers 503 database_unavailable with Retry-After, then serve
       fetch(`${w.url}/v1/cities/create`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ name: 'D1', city_id: 'd1city' }) });
     try {
       const r = await create();
-      assert.equal(r.status, 503);
+      assert.equal(r.status, 503, `${r.status} ${await r.clone().text()}\n${w.logs().slice(-2000)}`);
       assert.ok(Number(r.headers.get('retry-after')) > 0, 'Retry-After');
       const body = (await r.json()) as { error: { type: string; code: string; message: string } };
       assert.equal(body.error.code, 'database_unavailable');
