@@ -11,10 +11,12 @@ const CODES = new Set([
 /**
  * What `pg` and D1 say when the connection is gone (they carry no code). D1's are the messages
  * Cloudflare documents for a database that is briefly unavailable (a lost connection, a reset
- * storage object, an overload) and a locked database file (SQLITE_BUSY: another writer holds it).
+ * storage object, an overload) and a locked database file (SQLITE_BUSY: another writer holds it),
+ * and workerd's "internal error; reference = …" inside a D1_ERROR: a transient failure of D1's
+ * infrastructure (seen when D1 could not read its session commit token from a locked file).
  */
 const MESSAGES =
-  /Connection terminated|connection error|Connection timeout|timeout exceeded when trying to connect|Client was closed and is not queryable|D1_ERROR: (Network connection lost|.*(storage operation|caused object to be reset|overloaded|SQLITE_BUSY))|Network connection lost/i;
+  /Connection terminated|connection error|Connection timeout|timeout exceeded when trying to connect|Client was closed and is not queryable|D1_ERROR: (Network connection lost|.*(storage operation|caused object to be reset|overloaded|SQLITE_BUSY|internal error))|Network connection lost/i;
 
 /** node:sqlite's SQLITE_BUSY: another process held the file's write lock past the busy timeout. */
 const SQLITE_BUSY = 5;
