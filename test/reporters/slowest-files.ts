@@ -6,18 +6,18 @@
 import type { TestEvent } from 'node:test/reporters';
 
 export default async function* slowestFiles(source: AsyncIterable<TestEvent>): AsyncGenerator<string> {
-  const files = new Map<string, { ms: number }>();
+  const files = new Map<string, number>(); // file → its wall time, ms
   for await (const event of source) {
     if (event.type !== 'test:summary') continue;
     const { file, duration_ms } = event.data as { file?: string; duration_ms: number };
-    if (file) files.set(file, { ms: duration_ms });
+    if (file) files.set(file, duration_ms);
   }
   const cwd = `${process.cwd()}/`;
   const name = (file: string) => file.replace(cwd, '');
   const s = (ms: number) => (ms / 1000).toFixed(1).padStart(7);
-  const top = [...files].sort((a, b) => b[1].ms - a[1].ms).slice(0, 20);
+  const top = [...files].sort((a, b) => b[1] - a[1]).slice(0, 20);
   let sum = 0;
-  for (const f of files.values()) sum += f.ms;
+  for (const ms of files.values()) sum += ms;
   yield `\nThe ${top.length} slowest test files (wall time, s; ${files.size} files, ${(sum / 1000).toFixed(0)} s of file time in all):\n`;
-  for (const [file, f] of top) yield `${s(f.ms)}  ${name(file)}\n`;
+  for (const [file, ms] of top) yield `${s(ms)}  ${name(file)}\n`;
 }
