@@ -276,12 +276,13 @@ describe("a key's own limits", () => {
   test('rpm: the key is limited on top of its user (who is not)', async () => {
     const t = await w.user('rpm');
     const { secret } = await makeKey(t, { name: 'script', rpm: 1 });
-    // Three calls in a row: at most two minute windows, so at least one is refused.
-    const statuses = [];
-    for (let i = 0; i < 3; i++) statuses.push((await chat(secret)).status);
-    assert.ok(statuses.includes(429), statuses.join(','));
-    const limited = await chat(secret);
-    assert.equal(limited.status, 429);
+    // Three calls in a row: at most two minute windows, so at least one is refused. (A fourth
+    // call asked for a 429 of its own once, and got 200 on a loaded machine: the third and the
+    // fourth fell on either side of a minute's turn.)
+    const answers = [];
+    for (let i = 0; i < 3; i++) answers.push(await chat(secret));
+    const limited = answers.find((r) => r.status === 429);
+    assert.ok(limited, answers.map((r) => r.status).join(','));
     assert.match(errorOf(limited).message, /API key: 1 requests per minute/);
     assert.equal((await chat(t)).status, 200, 'the user with a login token is not limited');
   });
