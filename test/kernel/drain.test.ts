@@ -57,8 +57,11 @@ for (const workers of ['1', '2']) {
       assert.ok(took >= SHUTDOWN_MS - 200, `the open stream held the drain to its deadline (${took} ms)`);
       assert.equal(counts.statuses.get(500) ?? 0, 0, 'no 500');
       // A connection busy at SIGTERM gets one last answer with Connection: close; an idle one is
-      // closed at once; neither gets another answer (the listener no longer accepts).
-      assert.ok(counts.closing > 0 && counts.closing <= 32, `answers with Connection: close: ${counts.closing}; answers ${JSON.stringify([...counts.statuses])}, ${counts.failed} refused or reset, ${took} ms; stderr:\n${gw.stderr().slice(-1500)}`);
+      // closed at once; neither gets another answer from that worker (its listener no longer
+      // accepts). With two workers the primary tells them one after the other: a client that
+      // reconnects meanwhile can reach the one not yet draining and get its last answer there
+      // too (33 of 32 connections, seen once with a second copy of the suite beside it).
+      assert.ok(counts.closing > 0 && counts.closing <= 32 * Number(workers), `answers with Connection: close: ${counts.closing}; answers ${JSON.stringify([...counts.statuses])}, ${counts.failed} refused or reset, ${took} ms; stderr:\n${gw.stderr().slice(-1500)}`);
       const s = await stream;
       assert.equal(s.status, 200);
       assert.match(s.text, /gateway_stopping/, 'the open stream got its API’s error event');
