@@ -1,12 +1,19 @@
-// npm test: the suite through node:test's run(), which starts files in the order it is given.
-// `node --test` sorts its files by name, so a long file whose name sorts late started late and
-// ran alone at the end (the PostgreSQL suites began 233 s into a 455 s run and made its last
-// 134 s). Here the slowest known files start first and the rest follow by name.
+// npm test: the test files through node:test's run(), each file in a run() of its own, N at once,
+// the slowest known ones first (SLOW_FIRST) and the rest by name. Each file's output is printed
+// whole as it ends, under its name; then the 20 slowest files and the totals.
+//   - `node --test` sorts its files by name, so a long file whose name sorts late started late and
+//     ran alone at the end.
+//   - One run() of all the files starts them in the given order but reports them in that order
+//     too: the longest file, started first, held back every other file's output until its end.
+// With a PostgreSQL server, the service suites' files (test/helpers/postgres-suites.ts) also run a
+// second time on PostgreSQL, file by file among the others, named "… (PostgreSQL)";
+// test/postgres/suites.test.ts, which runs them all at once, is for running them alone.
 //
-//   node test/run.ts [--concurrency=N] [file ...]     (default: test/**/*.test.ts, 6 at once)
+//   node test/run.ts [--concurrency=N] [file ...]   (default: test/**/*.test.ts; 8 at once with
+//                                                    PostgreSQL, else 6)
 //
 // The global setup (a migrated PostgreSQL template, test/helpers/global-setup.ts) runs once;
-// a run started by another (the PostgreSQL suites) inherits its template.
+// a run started by another (test/postgres/suites.test.ts) inherits its template.
 import { globSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { PassThrough } from 'node:stream';
@@ -14,77 +21,147 @@ import { run, type RunOptions } from 'node:test';
 import { spec } from 'node:test/reporters';
 import type { TestEvent } from 'node:test/reporters';
 import slowestFiles from './reporters/slowest-files.ts';
+import { globalSetup, globalTeardown } from './helpers/global-setup.ts';
+import { pgSkipReason } from './helpers/postgres.ts';
+import { POSTGRES_SUITES, POSTGRES_SUITES_CONCURRENCY, POSTGRES_SUITES_ENV } from './helpers/postgres-suites.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
+const POSTGRES_SUITES_FILE = 'test/postgres/suites.test.ts';
 
-/** The longest files of a run on 2 cores, longest first: they start first, so none is left running alone at the end. */
+/**
+ * The longest files of a run on 2 cores, longest first (npm test's own list of file times, 2026-11-29,
+ * AMD EPYC, with PostgreSQL): they start first, so none is left running alone at the end. A file
+ * of the service suites' run on PostgreSQL is named with " (PostgreSQL)".
+ */
 export const SLOW_FIRST = [
-  'test/postgres/suites.test.ts',
-  'test/client/readme.test.ts',
+  'test/postgres/suites.test.ts', // without a PostgreSQL server: npm test runs it (it skips), and alone it is the longest
   'test/edge/deploy.test.ts',
-  'test/console/console.test.ts',
+  'test/client/readme.test.ts',
   'test/usage/export.test.ts',
-  'test/kernel/drain.test.ts',
-  'test/console/limits-upstreams.test.ts',
-  'test/accounts/keys.test.ts',
   'test/edge/security.test.ts',
   'test/usage/partitions.test.ts',
-  'test/userpage/userpage.test.ts',
-  'test/postgres/restart.test.ts',
-  'test/edge/attacker-paths.test.ts',
-  'test/edge/console.test.ts',
+  'test/kernel/drain.test.ts',
+  'test/console/console.test.ts',
   'test/edge/worker.test.ts',
+  'test/userpage/userpage.test.ts',
+  'test/kernel/drain.test.ts (PostgreSQL)',
+  'test/console/limits-upstreams.test.ts',
   'test/edge/request-log.test.ts',
-  'test/postgres/replicas.test.ts',
-  'test/console/models-prices.test.ts',
   'test/edge/models.test.ts',
+  'test/postgres/restart.test.ts',
+  'test/postgres/replicas.test.ts',
+  'test/kernel/rate-limit-workers.test.ts',
   'test/edge/money.test.ts',
+  'test/accounts/keys.test.ts',
+  'test/usage/partitions.test.ts (PostgreSQL)',
+  'test/accounts/keys.test.ts (PostgreSQL)',
+  'test/edge/events-out.test.ts',
+  'test/edge/d1-unavailable.test.ts',
+  'test/ai/media.test.ts (PostgreSQL)',
+  'test/edge/plans.test.ts',
+  'test/ai/money.test.ts (PostgreSQL)',
+  'test/edge/stream-idle.test.ts',
+  'test/edge/attacker-paths.test.ts',
+  'test/kernel/persistence.test.ts',
 ];
 
-/** `files` (paths relative to the repository) with the slow ones first, in SLOW_FIRST's order, then the rest by name. */
-export function ordered(files: string[]): string[] {
-  const rank = (f: string) => {
-    const i = SLOW_FIRST.indexOf(f);
-    return i === -1 ? SLOW_FIRST.length : i;
+/**
+ * The jobs with the slow ones first, in SLOW_FIRST's order (a PostgreSQL run's file is named there
+ * with " (PostgreSQL)"), then the other files on PostgreSQL, slower than most, then the rest by name.
+ */
+export function orderedJobs(jobs: Job[]): Job[] {
+  const rank = (j: Job) => {
+    const i = SLOW_FIRST.indexOf(labelOf(j));
+    return i !== -1 ? i : SLOW_FIRST.length + (j.postgres ? 0 : 1);
   };
-  return [...new Set(files)].sort((a, b) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0));
+  const seen = new Set<string>();
+  const unique = jobs.filter((j) => !seen.has(labelOf(j)) && seen.add(labelOf(j)));
+  return unique.sort((a, b) => rank(a) - rank(b) || (a.file < b.file ? -1 : a.file > b.file ? 1 : 0));
+}
+
+/** A file to run, on SQLite or (the service suites' second run) on PostgreSQL. */
+interface Job {
+  file: string;
+  postgres: boolean;
+}
+const labelOf = (j: Job) => (j.postgres ? `${j.file} (PostgreSQL)` : j.file);
+type Counts = { tests: number; passed: number; failed: number; skipped: number; cancelled: number; todo: number };
+
+/**
+ * One file in a run() of its own, so its spec output is whole when the file ends: one run() of
+ * many files reports them in the order it was given them, so the longest file, started first,
+ * held back every other file's output until its end (six minutes of silence, then all of it).
+ */
+async function runOne(job: Job, each: (e: TestEvent) => void): Promise<{ output: string; counts: Counts; ok: boolean }> {
+  const options: RunOptions = {
+    files: [resolve(ROOT, job.file)],
+    timeout: 120_000,
+    cwd: ROOT,
+    ...(job.postgres ? { env: { ...process.env, ...POSTGRES_SUITES_ENV } } : {}),
+  };
+  const forSpec = new PassThrough({ objectMode: true });
+  let counts: Counts = { tests: 0, passed: 0, failed: 0, skipped: 0, cancelled: 0, todo: 0 };
+  let ok = false;
+  const events = run(options);
+  events.on('data', (e: TestEvent) => {
+    each(e);
+    if (e.type === 'test:summary' && !e.data.file) {
+      counts = e.data.counts as unknown as Counts; // failed: Node sends it; @types/node omits it
+      ok = e.data.success;
+    }
+    // the run's own totals (diagnostics without a file): once for all files, at the end
+    if (e.type === 'test:diagnostic' && !e.data.file) return;
+    forSpec.write(e);
+  });
+  events.once('end', () => forSpec.end());
+  let output = '';
+  await new Promise((r) => forSpec.compose(spec).setEncoding('utf8').on('data', (d: string) => (output += d)).once('end', r));
+  return { output, counts, ok };
 }
 
 if (import.meta.main) {
   const args = process.argv.slice(2);
-  const concurrency = Number(args.find((a) => a.startsWith('--concurrency='))?.slice('--concurrency='.length) ?? 6);
   const named = args.filter((a) => !a.startsWith('--'));
-  const files = ordered(named.length ? named : globSync('test/**/*.test.ts', { cwd: ROOT }));
-  // globalSetupPath: Node 24's run() takes it; @types/node does not list it yet
-  const options: RunOptions & { globalSetupPath: string } = {
-    files: files.map((f) => resolve(ROOT, f)),
-    concurrency,
-    timeout: 120_000,
-    globalSetupPath: resolve(ROOT, 'test/helpers/global-setup.ts'),
-    cwd: ROOT,
-  };
-  const events = run(options);
-  // Two reporters on one stream of events: the spec reporter as it goes, the slowest files at the end.
-  const forSpec = new PassThrough({ objectMode: true });
+  // The service suites on PostgreSQL (when a server is there) run file by file among the others,
+  // instead of as test/postgres/suites.test.ts (one file that runs them all in a run of its own).
+  const onPostgres = named.length === 0 && !process.env.CITYGATE_TEST_DIALECT && !(await pgSkipReason());
+  const slots = Number(args.find((a) => a.startsWith('--concurrency='))?.slice('--concurrency='.length) ?? (onPostgres ? 8 : 6));
+  const mainFiles = (named.length ? named : globSync('test/**/*.test.ts', { cwd: ROOT })).filter((f) => !onPostgres || f !== POSTGRES_SUITES_FILE);
+  const jobs = orderedJobs([...mainFiles.map((file) => ({ file, postgres: false })), ...(onPostgres ? POSTGRES_SUITES.map((file) => ({ file, postgres: true })) : [])]);
+  await globalSetup(); // before any file starts: every one inherits its template
   const forSlowest = new PassThrough({ objectMode: true });
-  let failed = false;
-  events.on('data', (e: TestEvent) => {
-    if (e.type === 'test:summary' && !e.data.file && !e.data.success) failed = true;
-    forSpec.write(e);
-    forSlowest.write(e);
-  });
-  events.on('end', () => {
-    forSpec.end();
-    forSlowest.end();
-  });
   let slowest = '';
   const slowestDone = (async () => {
     for await (const s of slowestFiles(forSlowest)) slowest += s;
   })();
-  const specOut = forSpec.compose(spec);
-  specOut.pipe(process.stdout, { end: false });
-  await new Promise((r) => specOut.on('end', r));
+  const started = performance.now();
+  const total: Counts = { tests: 0, passed: 0, failed: 0, skipped: 0, cancelled: 0, todo: 0 };
+  const onPg = { tests: 0 };
+  const failedFiles: string[] = [];
+  let next = 0;
+  const lane = async () => {
+    while (next < jobs.length) {
+      const job = jobs[next++];
+      const t0 = performance.now();
+      const r = await runOne(job, (e) => {
+        // each file's wall time, for the slowest files (the PostgreSQL run's named so)
+        if (e.type === 'test:summary' && e.data.file) forSlowest.write({ ...e, data: { ...e.data, file: labelOf(job) } });
+      });
+      for (const k of Object.keys(total) as (keyof Counts)[]) total[k] += r.counts[k] ?? 0;
+      if (job.postgres) onPg.tests += r.counts.tests;
+      if (!r.ok) failedFiles.push(labelOf(job));
+      process.stdout.write(`\n── ${labelOf(job)} (${((performance.now() - t0) / 1000).toFixed(1)} s)\n${r.output}`);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(slots, jobs.length) }, lane));
+  forSlowest.end();
   await slowestDone;
+  await globalTeardown();
   process.stdout.write(slowest);
-  if (failed) process.exitCode = 1;
+  // the totals, as one run() of all the files would give them
+  process.stdout.write(`\nℹ tests ${total.tests}${onPostgres ? ` (${total.tests - onPg.tests} on SQLite, ${onPg.tests} on PostgreSQL)` : ''}\n`);
+  for (const k of ['passed', 'failed', 'cancelled', 'skipped', 'todo'] as const) process.stdout.write(`ℹ ${k === 'passed' ? 'pass' : k === 'failed' ? 'fail' : k} ${total[k]}\n`);
+  process.stdout.write(`ℹ files ${jobs.length}, ${slots} at once\nℹ duration_ms ${(performance.now() - started).toFixed(0)}\n`);
+  if (failedFiles.length) process.stdout.write(`\n✖ failing files (their tests' failures are under their names above):\n${failedFiles.map((f) => `  ${f}\n`).join('')}`);
+  if (failedFiles.length || total.failed > 0) process.exitCode = 1;
 }

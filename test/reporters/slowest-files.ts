@@ -1,8 +1,7 @@
-// A node:test reporter (test/run.ts adds it beside the spec reporter): at the end of a run, the 20
+// A node:test reporter (test/run.ts feeds it every file's summary): at the end of a run, the 20
 // test files that took longest, wall time from the file's own summary. The suite's time is
 // watched file by file, so a new slow file shows in the first run that has it (and belongs in
-// test/run.ts's SLOW_FIRST). Files are reported in the order they started, not as they end, so
-// when a file ended cannot be read from here.
+// test/run.ts's SLOW_FIRST).
 import type { TestEvent } from 'node:test/reporters';
 
 export default async function* slowestFiles(source: AsyncIterable<TestEvent>): AsyncGenerator<string> {
