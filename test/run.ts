@@ -23,7 +23,7 @@ import type { TestEvent } from 'node:test/reporters';
 import slowestFiles from './reporters/slowest-files.ts';
 import { globalSetup, globalTeardown } from './helpers/global-setup.ts';
 import { pgSkipReason } from './helpers/postgres.ts';
-import { POSTGRES_SUITES, POSTGRES_SUITES_CONCURRENCY, POSTGRES_SUITES_ENV } from './helpers/postgres-suites.ts';
+import { POSTGRES_SUITES, POSTGRES_SUITES_ENV } from './helpers/postgres-suites.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const POSTGRES_SUITES_FILE = 'test/postgres/suites.test.ts';

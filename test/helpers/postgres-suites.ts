@@ -1,6 +1,5 @@
-// The black-box API suites of the services that run a second time on PostgreSQL: by
-// test/postgres/suites.test.ts on its own, and by npm test (test/run.ts) as a run of their own
-// beside the main one.
+// The black-box API suites of the services that run a second time on PostgreSQL: all at once by
+// test/postgres/suites.test.ts, or file by file among the other files by npm test (test/run.ts).
 import { readdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
@@ -31,5 +30,5 @@ export const POSTGRES_SUITES = [
 /** What the suites' gateways and helpers read to run on PostgreSQL (test/helpers/postgres.ts). */
 export const POSTGRES_SUITES_ENV = { CITYGATE_TEST_DIALECT: 'postgres' } as const;
 
-/** Files at once in the suites' run, beside the main run's. */
+/** Files at once when test/postgres/suites.test.ts runs them (beside the other files of a run). */
 export const POSTGRES_SUITES_CONCURRENCY = 3;

@@ -13,8 +13,8 @@ const ROOT = resolve(import.meta.dirname, '../..');
 const skip = await pgSkipReason();
 
 test('the service suites pass on PostgreSQL', { skip, timeout: 900_000 }, async () => {
-  // test/run.ts: the slowest files first here too. (npm test runs these files itself, beside its
-  // main run, instead of this file: its output would wait for this file's end.)
+  // test/run.ts: the slowest files first here too. (npm test runs these files itself, among its
+  // others, instead of this file.)
   const child = spawn(process.execPath, ['test/run.ts', `--concurrency=${POSTGRES_SUITES_CONCURRENCY}`, ...POSTGRES_SUITES], {
     cwd: ROOT,
     env: { ...process.env, ...POSTGRES_SUITES_ENV, NODE_TEST_CONTEXT: undefined },
