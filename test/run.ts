@@ -23,7 +23,7 @@ import type { TestEvent } from 'node:test/reporters';
 import slowestFiles from './reporters/slowest-files.ts';
 import { globalSetup, globalTeardown } from './helpers/global-setup.ts';
 import { pgSkipReason } from './helpers/postgres.ts';
-import { POSTGRES_SUITES, POSTGRES_SUITES_ENV } from './helpers/postgres-suites.ts';
+import { POSTGRES_SUITES, POSTGRES_SUITES_CONCURRENCY, POSTGRES_SUITES_ENV } from './helpers/postgres-suites.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const POSTGRES_SUITES_FILE = 'test/postgres/suites.test.ts';
@@ -138,19 +138,40 @@ if (import.meta.main) {
   const total: Counts = { tests: 0, passed: 0, failed: 0, skipped: 0, cancelled: 0, todo: 0 };
   const onPg = { tests: 0 };
   const failedFiles: string[] = [];
-  let next = 0;
+  // Files of the PostgreSQL run go first whenever fewer than POSTGRES_SUITES_CONCURRENCY of them
+  // run: more at once exhaust the server's connections (a second copy of the suite beside this
+  // one saw "too many clients"), so theirs is the scarce lane, kept full from the start.
+  const pending = [...jobs];
+  let pgRunning = 0;
+  const waiting: (() => void)[] = [];
+  /** The next file this lane may start; null: only PostgreSQL files are left, and they are at their cap. */
+  const take = (): Job | null | undefined => {
+    const pg = pgRunning < POSTGRES_SUITES_CONCURRENCY ? pending.findIndex((j) => j.postgres) : -1;
+    const i = pg !== -1 ? pg : pending.findIndex((j) => !j.postgres);
+    if (i === -1) return pending.length ? null : undefined;
+    return pending.splice(i, 1)[0];
+  };
   const lane = async () => {
-    while (next < jobs.length) {
-      const job = jobs[next++];
+    for (let job = take(); job !== undefined; job = take()) {
+      if (job === null) {
+        await new Promise<void>((r) => waiting.push(r));
+        continue;
+      }
+      if (job.postgres) pgRunning++;
       const t0 = performance.now();
+      const label = labelOf(job);
       const r = await runOne(job, (e) => {
         // each file's wall time, for the slowest files (the PostgreSQL run's named so)
-        if (e.type === 'test:summary' && e.data.file) forSlowest.write({ ...e, data: { ...e.data, file: labelOf(job) } });
+        if (e.type === 'test:summary' && e.data.file) forSlowest.write({ ...e, data: { ...e.data, file: label } });
       });
+      if (job.postgres) {
+        pgRunning--;
+        for (const wake of waiting.splice(0)) wake();
+      }
       for (const k of Object.keys(total) as (keyof Counts)[]) total[k] += r.counts[k] ?? 0;
       if (job.postgres) onPg.tests += r.counts.tests;
-      if (!r.ok) failedFiles.push(labelOf(job));
-      process.stdout.write(`\n── ${labelOf(job)} (${((performance.now() - t0) / 1000).toFixed(1)} s)\n${r.output}`);
+      if (!r.ok) failedFiles.push(label);
+      process.stdout.write(`\n── ${label} (${((performance.now() - t0) / 1000).toFixed(1)} s)\n${r.output}`);
     }
   };
   await Promise.all(Array.from({ length: Math.min(slots, jobs.length) }, lane));

@@ -30,5 +30,5 @@ export const POSTGRES_SUITES = [
 /** What the suites' gateways and helpers read to run on PostgreSQL (test/helpers/postgres.ts). */
 export const POSTGRES_SUITES_ENV = { CITYGATE_TEST_DIALECT: 'postgres' } as const;
 
-/** Files at once when test/postgres/suites.test.ts runs them (beside the other files of a run). */
+/** At most this many of these files at once on PostgreSQL (npm test, and test/postgres/suites.test.ts), beside the other files of a run: more exhaust the server's connections. */
 export const POSTGRES_SUITES_CONCURRENCY = 3;
