@@ -95,6 +95,18 @@ export function textsByRowCount(what: string, paramsPerRow: number, build: (n: n
   };
 }
 
+/**
+ * Rows per statement for `total` rows: full chunks of `per`, then the rest in descending powers
+ * of two, so only a handful of statement texts ever exist (textsByRowCount builds each once).
+ */
+export function chunkSizes(total: number, per: number): number[] {
+  const out: number[] = [];
+  let left = total;
+  for (; left >= per; left -= per) out.push(per);
+  for (let n = 1 << 30; n >= 1; n >>= 1) if (left >= n) (out.push(n), (left -= n));
+  return out;
+}
+
 /** The smaller of two values: SQLite's scalar MIN(a, b) is LEAST(a, b) on PostgreSQL. */
 export function least(db: Db, a: unknown, b: unknown): RawBuilder<number> {
   return db.dialect === 'postgres' ? sql<number>`LEAST(${a}, ${b})` : sql<number>`MIN(${a}, ${b})`;

@@ -9,8 +9,8 @@
 // No user in the key: with 100,000 users nearly every call is its own (hour, user) group, so
 // a per-user rollup would be about as large as the records; per-user reports read the records
 // through their (city_id, user_id, created_at) index.
-import { sql, type CompiledQuery, type RawBuilder } from 'kysely';
-import { rowsPerStatement, type Db } from '../../db/database.ts';
+import { CompiledQuery, sql, type Kysely, type RawBuilder } from 'kysely';
+import { chunkSizes, rowsPerStatement, textsByRowCount, type Db } from '../../db/database.ts';
 
 export const HOUR_MS = 3_600_000;
 
@@ -164,28 +164,56 @@ export function rollupStatements(db: Db, rows: readonly RollupInput[]): Compiled
 /**
  * The upserts that add a batch of records to the rollup: multi-row INSERT … ON CONFLICT DO
  * UPDATE (each group once per statement, as PostgreSQL requires), within the dialect's
- * bound-parameter limit.
+ * bound-parameter limit. Their texts are built once per group count (chunkSizes keeps those
+ * few): compiling the four upserts through Kysely cost ~0.4 ms a batch, about three times what
+ * running them takes on SQLite.
  */
 function upserts(db: Db, spec: Spec, groups: readonly Group[]): CompiledQuery[] {
-  const t = spec.table;
-  const columns = [...spec.keys, ...VALUE_COLUMNS];
-  const per = rowsPerStatement(db.dialect, columns.length, 200);
-  const set = sql.join(
-    [
-      ...[...SUMS, ...BUCKET_COLUMNS].map((c) => sql.raw(`${c} = ${t}.${c} + excluded.${c}`)),
-      sql`overhead_max = ${maxOf(db, `${t}.overhead_max`, 'excluded.overhead_max')}`,
-    ],
-    sql`, `,
-  );
+  const width = spec.keys.length + VALUE_COLUMNS.length;
   const out: CompiledQuery[] = [];
-  for (let at = 0; at < groups.length; at += per) {
-    const values = groups.slice(at, at + per).map((g) => sql`(${sql.join([...g.keys, ...g.sums, g.max, ...g.hist])})`);
-    out.push(
-      sql`INSERT INTO ${sql.raw(t)} (${sql.raw(columns.join(', '))}) VALUES ${sql.join(values)}
-        ON CONFLICT (${sql.raw(spec.keys.join(', '))}) DO UPDATE SET ${set}`.compile(db.kysely),
-    );
+  let at = 0;
+  for (const n of chunkSizes(groups.length, rowsPerStatement(db.dialect, width, 200))) {
+    // the parameters follow the columns: keys, SUMS, overhead_max, the histogram
+    const params: unknown[] = new Array(n * width);
+    let p = 0;
+    for (let i = at; i < at + n; i++) {
+      const g = groups[i];
+      for (const k of g.keys) params[p++] = k;
+      for (const v of g.sums) params[p++] = v;
+      params[p++] = g.max;
+      for (const v of g.hist) params[p++] = v;
+    }
+    out.push(CompiledQuery.raw(upsertText(db, spec, n), params));
+    at += n;
   }
   return out;
+}
+
+/** Upsert texts by group count, per Kysely instance (the dialect decides the SQL) and rollup table. */
+const upsertTexts = new WeakMap<Kysely<any>, Map<Spec['table'], (n: number) => string>>();
+
+function upsertText(db: Db, spec: Spec, n: number): string {
+  let byTable = upsertTexts.get(db.kysely);
+  if (!byTable) upsertTexts.set(db.kysely, (byTable = new Map()));
+  let texts = byTable.get(spec.table);
+  if (!texts) {
+    const t = spec.table;
+    const columns = [...spec.keys, ...VALUE_COLUMNS];
+    const set = sql.join(
+      [
+        ...[...SUMS, ...BUCKET_COLUMNS].map((c) => sql.raw(`${c} = ${t}.${c} + excluded.${c}`)),
+        sql`overhead_max = ${maxOf(db, `${t}.overhead_max`, 'excluded.overhead_max')}`,
+      ],
+      sql`, `,
+    );
+    const row = sql`(${sql.join(columns.map(() => null))})`;
+    texts = textsByRowCount(`${t} upsert`, columns.length, (n) =>
+      sql`INSERT INTO ${sql.raw(t)} (${sql.raw(columns.join(', '))}) VALUES ${sql.join(Array.from({ length: n }, () => row))}
+        ON CONFLICT (${sql.raw(spec.keys.join(', '))}) DO UPDATE SET ${set}`.compile(db.kysely),
+    );
+    byTable.set(t, texts);
+  }
+  return texts(n);
 }
 
 type MigrationText = string | { sqlite: string; postgres: string };

@@ -23,7 +23,7 @@
 // a full chunk or a power of two, so only a handful of statement texts exist (each built once
 // and prepared once).
 import { CompiledQuery, type Kysely, type Selectable } from 'kysely';
-import { isUniqueViolation, rowsPerStatement, textsByRowCount, type Db } from '../../db/database.ts';
+import { chunkSizes, isUniqueViolation, rowsPerStatement, textsByRowCount, type Db } from '../../db/database.ts';
 import type { Schema, UsageTable } from '../../db/schema.ts';
 import type { GatewayContext } from '../../kernel/context.ts';
 import { randomToken } from '../../kernel/crypto.ts';
@@ -248,10 +248,9 @@ function insertText(k: Kysely<Schema>, n: number): string {
  * then the rest in descending powers of two (so few distinct statement texts ever exist).
  */
 export function insertStatements(db: Db, rows: readonly Row[]): CompiledQuery[] {
-  const chunk = rowsPerInsert(db.dialect);
   const out: CompiledQuery[] = [];
   let at = 0;
-  const emit = (n: number) => {
+  for (const n of chunkSizes(rows.length, rowsPerInsert(db.dialect))) {
     const params: unknown[] = new Array(n * COLUMNS.length);
     let p = 0;
     for (let i = at; i < at + n; i++) {
@@ -260,8 +259,6 @@ export function insertStatements(db: Db, rows: readonly Row[]): CompiledQuery[] 
     }
     out.push(CompiledQuery.raw(insertText(db.kysely, n), params));
     at += n;
-  };
-  while (rows.length - at >= chunk) emit(chunk);
-  for (let n = 1 << 30; n >= 1; n >>= 1) if (rows.length - at >= n) emit(n);
+  }
   return out;
 }
