@@ -1,4 +1,4 @@
-import { sql, type Compilable, type CompiledQuery, type Kysely, type RawBuilder } from 'kysely';
+import { CompiledQuery, sql, type Compilable, type Kysely, type RawBuilder } from 'kysely';
 import type { Schema } from './schema.ts';
 
 /** A Kysely query builder or an already compiled query. */
@@ -96,14 +96,27 @@ export function textsByRowCount(what: string, paramsPerRow: number, build: (n: n
 }
 
 /**
- * Rows per statement for `total` rows: full chunks of `per`, then the rest in descending powers
- * of two, so only a handful of statement texts ever exist (textsByRowCount builds each once).
+ * Multi-row statements for `total` items, `width` parameters each: full chunks of `per` items,
+ * then the rest in descending powers of two, so only a handful of statement texts ever exist
+ * (`text(n)`, from textsByRowCount, builds each once). `bind(i, params, at)` writes item i's
+ * parameters from params[at] on, in the statement's column order.
  */
-export function chunkSizes(total: number, per: number): number[] {
-  const out: number[] = [];
-  let left = total;
-  for (; left >= per; left -= per) out.push(per);
-  for (let n = 1 << 30; n >= 1; n >>= 1) if (left >= n) (out.push(n), (left -= n));
+export function chunkedStatements(
+  total: number,
+  per: number,
+  width: number,
+  text: (n: number) => string,
+  bind: (i: number, params: unknown[], at: number) => void,
+): CompiledQuery[] {
+  const out: CompiledQuery[] = [];
+  const emit = (first: number, n: number) => {
+    const params: unknown[] = new Array(n * width);
+    for (let i = 0; i < n; i++) bind(first + i, params, i * width);
+    out.push(CompiledQuery.raw(text(n), params));
+  };
+  let at = 0;
+  for (; total - at >= per; at += per) emit(at, per);
+  for (let n = 1 << 30; n >= 1; n >>= 1) if (total - at >= n) (emit(at, n), (at += n));
   return out;
 }
 

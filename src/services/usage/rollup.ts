@@ -9,8 +9,8 @@
 // No user in the key: with 100,000 users nearly every call is its own (hour, user) group, so
 // a per-user rollup would be about as large as the records; per-user reports read the records
 // through their (city_id, user_id, created_at) index.
-import { CompiledQuery, sql, type Kysely, type RawBuilder } from 'kysely';
-import { chunkSizes, rowsPerStatement, textsByRowCount, type Db } from '../../db/database.ts';
+import { sql, type CompiledQuery, type Kysely, type RawBuilder } from 'kysely';
+import { chunkedStatements, rowsPerStatement, textsByRowCount, type Db } from '../../db/database.ts';
 
 export const HOUR_MS = 3_600_000;
 
@@ -164,29 +164,20 @@ export function rollupStatements(db: Db, rows: readonly RollupInput[]): Compiled
 /**
  * The upserts that add a batch of records to the rollup: multi-row INSERT … ON CONFLICT DO
  * UPDATE (each group once per statement, as PostgreSQL requires), within the dialect's
- * bound-parameter limit. Their texts are built once per group count (chunkSizes keeps those
- * few): compiling the four upserts through Kysely cost ~0.4 ms a batch, about three times what
+ * bound-parameter limit. Their texts are built once per group count (chunkedStatements keeps
+ * those few): compiling the four upserts through Kysely cost ~0.4 ms a batch, about three times what
  * running them takes on SQLite.
  */
 function upserts(db: Db, spec: Spec, groups: readonly Group[]): CompiledQuery[] {
   const width = spec.keys.length + VALUE_COLUMNS.length;
-  const out: CompiledQuery[] = [];
-  let at = 0;
-  for (const n of chunkSizes(groups.length, rowsPerStatement(db.dialect, width, 200))) {
-    // the parameters follow the columns: keys, SUMS, overhead_max, the histogram
-    const params: unknown[] = new Array(n * width);
-    let p = 0;
-    for (let i = at; i < at + n; i++) {
-      const g = groups[i];
-      for (const k of g.keys) params[p++] = k;
-      for (const v of g.sums) params[p++] = v;
-      params[p++] = g.max;
-      for (const v of g.hist) params[p++] = v;
-    }
-    out.push(CompiledQuery.raw(upsertText(db, spec, n), params));
-    at += n;
-  }
-  return out;
+  return chunkedStatements(groups.length, rowsPerStatement(db.dialect, width, 200), width, (n) => upsertText(db, spec, n), (i, params, at) => {
+    // the columns' order: keys, SUMS, overhead_max, the histogram
+    const g = groups[i];
+    for (const k of g.keys) params[at++] = k;
+    for (const v of g.sums) params[at++] = v;
+    params[at++] = g.max;
+    for (const v of g.hist) params[at++] = v;
+  });
 }
 
 /** Upsert texts by group count, per Kysely instance (the dialect decides the SQL) and rollup table. */

@@ -22,8 +22,8 @@
 // stays within the dialect's bound-parameter limit (D1: 100, i.e. 5 rows), and row counts are
 // a full chunk or a power of two, so only a handful of statement texts exist (each built once
 // and prepared once).
-import { CompiledQuery, type Kysely, type Selectable } from 'kysely';
-import { chunkSizes, isUniqueViolation, rowsPerStatement, textsByRowCount, type Db } from '../../db/database.ts';
+import type { CompiledQuery, Kysely, Selectable } from 'kysely';
+import { chunkedStatements, isUniqueViolation, rowsPerStatement, textsByRowCount, type Db } from '../../db/database.ts';
 import type { Schema, UsageTable } from '../../db/schema.ts';
 import type { GatewayContext } from '../../kernel/context.ts';
 import { randomToken } from '../../kernel/crypto.ts';
@@ -248,17 +248,8 @@ function insertText(k: Kysely<Schema>, n: number): string {
  * then the rest in descending powers of two (so few distinct statement texts ever exist).
  */
 export function insertStatements(db: Db, rows: readonly Row[]): CompiledQuery[] {
-  const out: CompiledQuery[] = [];
-  let at = 0;
-  for (const n of chunkSizes(rows.length, rowsPerInsert(db.dialect))) {
-    const params: unknown[] = new Array(n * COLUMNS.length);
-    let p = 0;
-    for (let i = at; i < at + n; i++) {
-      const r = rows[i];
-      for (const c of COLUMNS) params[p++] = r[c];
-    }
-    out.push(CompiledQuery.raw(insertText(db.kysely, n), params));
-    at += n;
-  }
-  return out;
+  return chunkedStatements(rows.length, rowsPerInsert(db.dialect), COLUMNS.length, (n) => insertText(db.kysely, n), (i, params, at) => {
+    const r = rows[i];
+    for (const c of COLUMNS) params[at++] = r[c];
+  });
 }
