@@ -48,7 +48,7 @@ before(async () => {
   city.resources.storage = { type: 'r2', binding: 'MEDIA', name: 'template-media' };
   const config = join(tmpl, '.citygate-wrangler-test.json');
   writeFileSync(config, JSON.stringify(wranglerConfig(validateDeclaration(city), { databaseId: null }, { version: '0.1.0', accountId: ACCOUNT })));
-  const { output } = wranglerBundle(config, join(tmpl, 'dist'));
+  const { output } = await wranglerBundle(config, join(tmpl, 'dist'));
   realWrangler = output;
   rmSync(config);
 });

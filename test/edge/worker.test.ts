@@ -25,7 +25,7 @@ let bundle: string;
 let stub: OpenAIStub;
 let claude: AnthropicStub;
 before(async () => {
-  bundle = bundleWorker(PROBE_ENTRY);
+  bundle = await bundleWorker(PROBE_ENTRY);
   stub = await startOpenAIStub({ slowMs: 1500 });
   claude = await startAnthropicStub();
 });

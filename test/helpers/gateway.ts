@@ -3,7 +3,7 @@
 // or a fresh PostgreSQL database when the suite runs on PostgreSQL (CITYGATE_TEST_DIALECT) or
 // the test asks for one. Gateways started on one `dir` share one database either way.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createTestDatabase, ON_POSTGRES } from './postgres.ts';
@@ -11,6 +11,9 @@ import { sqlGet, type SqlTarget } from './sql.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const MAIN = join(ROOT, 'src/cli/main.ts');
+
+/** The SQLite file with every migration applied that npm test's global setup made, if any (test/helpers/global-setup.ts). */
+export const SQLITE_TEMPLATE_ENV = 'CITYGATE_TEST_SQLITE_TEMPLATE';
 
 /** The one master key of the tests' gateways on PostgreSQL (`openssl rand -hex 32`, made once). */
 export const TEST_MASTER_KEY = '5f1c0a3e9b7d2468ace013579bdf2468a1c3e5f7092b4d6f8e0c2a4b6d8f0e1c';
@@ -38,8 +41,9 @@ export interface StartOptions {
   cleanup?: boolean;
   /** Run on a PostgreSQL database (default: when the suite runs on PostgreSQL). */
   postgres?: boolean;
-  /** On PostgreSQL, a new empty database that the first boot migrates, not a copy of the migrated
-   *  template (for tests of first boots; the default copies it when npm test made one). */
+  /** A new empty database that the first boot migrates, not a copy of the migrated template (for
+   *  tests of first boots; the default copies it, SQLite file or PostgreSQL database, when npm
+   *  test made one). */
   freshDatabase?: boolean;
   /** Sees the process as soon as it is spawned (before it listens). */
   onSpawn?: (child: ChildProcess) => void;
@@ -85,6 +89,10 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
   };
   const databaseUrl = env.DATABASE_URL || null;
   for (const k of Object.keys(env)) if (env[k] === undefined) delete env[k];
+  // A new SQLite database starts as a copy of the migrated template (its first boot then only
+  // finds every migration applied); a file already there (a restart, a test's own) is left alone.
+  const sqliteTemplate = process.env[SQLITE_TEMPLATE_ENV];
+  if (sqliteTemplate && !databaseUrl && env.DATABASE_PATH === dbPath && !opts.freshDatabase && !existsSync(dbPath)) copyFileSync(sqliteTemplate, dbPath);
   const child = spawn(process.execPath, [MAIN, 'serve'], { cwd: dir, env: env as NodeJS.ProcessEnv, stdio: ['ignore', 'pipe', 'pipe'] });
   live.add(child);
   opts.onSpawn?.(child);

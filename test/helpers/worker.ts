@@ -2,7 +2,7 @@
 // bundled by wrangler (the production bundler, without nodejs_compat, so a Node-only API in
 // shared code fails here), with a local D1 persisted to a directory, a local queue whose
 // consumer is the same Worker, and a local R2 bucket.
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join, resolve } from 'node:path';
@@ -14,14 +14,26 @@ export const WORKER_ENTRY = join(ROOT, 'src/runtimes/workers/index.ts');
 export const COMPATIBILITY_DATE = '2025-09-01';
 const WRANGLER = join(ROOT, 'node_modules/.bin/wrangler');
 
-const bundles = new Map<string, string>();
+const bundles = new Map<string, Promise<string>>();
 
-/** Bundles an entry with `wrangler deploy --dry-run` once per process; returns the bundle's path. */
-export function bundleWorker(entry = WORKER_ENTRY): string {
-  const hit = bundles.get(entry);
-  if (hit) return hit;
-  const dir = mkdtempSync(join(tmpdir(), 'citygate-bundle-'));
-  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+/** The env var naming npm test's bundle of WORKER_ENTRY (test/helpers/global-setup.ts), made once per run. */
+export const SHARED_BUNDLE_ENV = 'CITYGATE_TEST_WORKER_BUNDLE';
+
+/**
+ * Bundles an entry with `wrangler deploy --dry-run` once per process (WORKER_ENTRY: once per npm
+ * test run, in its global setup); resolves with the bundle's path.
+ */
+export function bundleWorker(entry = WORKER_ENTRY): Promise<string> {
+  const shared = entry === WORKER_ENTRY ? process.env[SHARED_BUNDLE_ENV] : undefined;
+  if (shared) return Promise.resolve(shared);
+  let hit = bundles.get(entry);
+  if (!hit) bundles.set(entry, (hit = bundleInto(entry, mkdtempSync(join(tmpdir(), 'citygate-bundle-')), true)));
+  return hit;
+}
+
+/** Bundles `entry` into `dir` (removed when this process exits, with `cleanup`); resolves with the bundle's path. */
+export async function bundleInto(entry: string, dir: string, cleanup: boolean): Promise<string> {
+  if (cleanup) process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   const config = join(dir, 'wrangler.json');
   writeFileSync(
     config,
@@ -32,28 +44,31 @@ export function bundleWorker(entry = WORKER_ENTRY): string {
       d1_databases: [{ binding: 'DB', database_name: 'citygate-test-db', database_id: '00000000-0000-0000-0000-000000000000' }],
     }),
   );
-  const { bundle } = wranglerBundle(config, join(dir, 'out'));
-  bundles.set(entry, bundle);
-  return bundle;
+  return (await wranglerBundle(config, join(dir, 'out'))).bundle;
 }
 
 /**
  * `wrangler deploy --dry-run --config <config> --outdir <outdir>` with the real wrangler:
  * checks the config, bundles its `main`, and refuses a bundle that imports Node built-ins.
  */
-export function wranglerBundle(config: string, outdir: string): { bundle: string; output: string } {
-  const r = spawnSync(WRANGLER, ['deploy', '--dry-run', '--outdir', outdir, '--config', config], {
+export async function wranglerBundle(config: string, outdir: string): Promise<{ bundle: string; output: string }> {
+  const child = spawn(WRANGLER, ['deploy', '--dry-run', '--outdir', outdir, '--config', config], {
     cwd: dirname(config),
-    encoding: 'utf8',
     env: {
       ...process.env,
       PATH: [dirname(process.execPath), process.env.PATH].join(delimiter),
       WRANGLER_SEND_METRICS: 'false',
       CI: 'true',
     },
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
-  const output = `${r.stdout}\n${r.stderr}`;
-  if (r.status !== 0) throw new Error(`wrangler could not bundle with ${config}:\n${output}`);
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  const status = await new Promise<number | null>((r, reject) => child.once('error', reject).once('close', r));
+  const output = `${stdout}\n${stderr}`;
+  if (status !== 0) throw new Error(`wrangler could not bundle with ${config}:\n${output}`);
   const js = readdirSync(outdir).filter((f) => f.endsWith('.js'));
   if (js.length !== 1) throw new Error(`expected one bundle in ${outdir}, found: ${js.join(', ')}`);
   const bundle = join(outdir, js[0]);
@@ -102,7 +117,7 @@ export interface TestWorker {
 export const QUEUE_NAME = 'citygate-test-queue';
 
 export async function startWorker(opts: WorkerStartOptions = {}): Promise<TestWorker> {
-  const bundle = opts.bundle ?? bundleWorker();
+  const bundle = opts.bundle ?? (await bundleWorker());
   const persistDir = opts.persistDir ?? tempDir('citygate-edge-');
   let logs = '';
   const storage = opts.storage ? (opts.storage === true ? {} : opts.storage) : null;
