@@ -12,6 +12,19 @@ import { sqlGet, type SqlTarget } from './sql.ts';
 const ROOT = resolve(import.meta.dirname, '../..');
 const MAIN = join(ROOT, 'src/cli/main.ts');
 
+/** The env var naming npm test's bundle of the gateway (test/helpers/serve-bundle.ts), if any. */
+export const SERVE_BUNDLE_ENV = 'CITYGATE_TEST_SERVE_ENTRY';
+
+/**
+ * What a test gateway runs: npm test's bundle of the sources when there is one (half the boot's
+ * CPU, test/helpers/serve-bundle.ts), else the sources. A process watched by an --import hook
+ * (the lists of modules a boot loads) runs the sources, which those lists name.
+ */
+function entryFor(env: Record<string, string | undefined>): string {
+  const bundle = process.env[SERVE_BUNDLE_ENV];
+  return bundle && !env.NODE_OPTIONS?.includes('--import') ? bundle : MAIN;
+}
+
 /** The SQLite file with every migration applied that npm test's global setup made, if any (test/helpers/global-setup.ts). */
 export const SQLITE_TEMPLATE_ENV = 'CITYGATE_TEST_SQLITE_TEMPLATE';
 
@@ -93,7 +106,7 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
   // finds every migration applied); a file already there (a restart, a test's own) is left alone.
   const sqliteTemplate = process.env[SQLITE_TEMPLATE_ENV];
   if (sqliteTemplate && !databaseUrl && env.DATABASE_PATH === dbPath && !opts.freshDatabase && !existsSync(dbPath)) copyFileSync(sqliteTemplate, dbPath);
-  const child = spawn(process.execPath, [MAIN, 'serve'], { cwd: dir, env: env as NodeJS.ProcessEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [entryFor(env), 'serve'], { cwd: dir, env: env as NodeJS.ProcessEnv, stdio: ['ignore', 'pipe', 'pipe'] });
   live.add(child);
   opts.onSpawn?.(child);
   child.once('exit', () => live.delete(child));

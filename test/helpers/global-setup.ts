@@ -5,7 +5,8 @@
 //     PostgreSQL). Removed at the end. Tests about first boots on a new database ask for a fresh
 //     one (StartOptions.freshDatabase);
 //   - the Worker's bundle (wrangler, ~3 s of CPU), which a dozen edge test files would each
-//     make again. Removed at the end.
+//     make again. Removed at the end;
+//   - the gateway's bundle, which the test gateways boot from (test/helpers/serve-bundle.ts).
 // A run started by another (the PostgreSQL suites) inherits both through the environment.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,16 +14,25 @@ import { join } from 'node:path';
 import { migrate } from '../../src/db/migrate.ts';
 import { openNodeSqlite } from '../../src/db/dialects/node-sqlite.ts';
 import { openPostgres } from '../../src/db/dialects/postgres.ts';
-import { SQLITE_TEMPLATE_ENV } from './gateway.ts';
+import { SERVE_BUNDLE_ENV, SQLITE_TEMPLATE_ENV } from './gateway.ts';
 import { createTestDatabase, pgSkipReason, TEMPLATE_ENV } from './postgres.ts';
+import { bundleServe } from './serve-bundle.ts';
 import { bundleInto, SHARED_BUNDLE_ENV, WORKER_ENTRY } from './worker.ts';
 
 let drop: (() => Promise<void>) | null = null;
 let bundleDir: string | null = null;
 let sqliteDir: string | null = null;
+let serveDir: string | null = null;
 
 export async function globalSetup(): Promise<void> {
-  await Promise.all([postgresTemplate(), sqliteTemplate(), workerBundle()]);
+  await Promise.all([postgresTemplate(), sqliteTemplate(), workerBundle(), serveBundle()]);
+}
+
+async function serveBundle(): Promise<void> {
+  if (process.env[SERVE_BUNDLE_ENV]) return;
+  const { dir, entry } = await bundleServe();
+  serveDir = dir;
+  process.env[SERVE_BUNDLE_ENV] = entry;
 }
 
 async function sqliteTemplate(): Promise<void> {
@@ -71,6 +81,6 @@ async function postgresTemplate(): Promise<void> {
 }
 
 export async function globalTeardown(): Promise<void> {
-  for (const dir of [bundleDir, sqliteDir]) if (dir) rmSync(dir, { recursive: true, force: true });
+  for (const dir of [bundleDir, sqliteDir, serveDir]) if (dir) rmSync(dir, { recursive: true, force: true });
   await drop?.();
 }
