@@ -17,18 +17,19 @@ import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
 
 const SHUTDOWN_MS = 3000;
-const PRICES = { 'stub-model': { input_per_mtok: 1_000_000, output_per_mtok: 2_000_000 }, 'stub-stream-slow': { input_per_mtok: 1_000_000, output_per_mtok: 2_000_000 } };
+const PRICE = { input_per_mtok: 1_000_000, output_per_mtok: 2_000_000 };
+const PRICES = { 'stub-model': PRICE, 'stub-stream-slow': PRICE, 'stub-slow': PRICE };
 
 for (const workers of ['1', '2']) {
   test(`SIGTERM under continuing keep-alive load (GATEWAY_WORKERS=${workers}): exits 0 within SHUTDOWN_TIMEOUT_MS, books exact`, async (t) => {
-    const stub = await startOpenAIStub({ streamSlowMs: 1000, streamSlowChunks: 30 });
+    const stub = await startOpenAIStub({ streamSlowMs: 1000, streamSlowChunks: 30, slowMs: 1500 });
     const gw = await startGateway({
       env: {
         GATEWAY_WORKERS: workers,
         SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_MS),
         TEXTPROVIDER_API_KEY: 'sk-stub',
         TEXTPROVIDER_BASE_URL: stub.url,
-        TEXTPROVIDER_MODELS: 'stub-model,stub-stream-slow',
+        TEXTPROVIDER_MODELS: 'stub-model,stub-stream-slow,stub-slow',
         MODEL_PRICES: JSON.stringify(PRICES),
         BALANCE_INITIAL_CREDITS: '100000000',
         USAGE_FLUSH_MS: '1000', // records sit in the buffer: only the stop writes the last of them
@@ -37,7 +38,7 @@ for (const workers of ['1', '2']) {
     try {
       const admin = client(gw.url, gw.adminKey);
       await admin.post('/v1/cities/create', { name: 'D', city_id: 'drain' });
-      const users = ['u0', 'u1', 'u2', 'u3', 'u4', 'u5', 'streamer'];
+      const users = ['u0', 'u1', 'u2', 'u3', 'u4', 'u5', 'streamer', 'late'];
       const tokens: string[] = [];
       for (const u of users) tokens.push((await admin.post('/v1/cities/tokens/apply', { city_id: 'drain', user_id: u })).body.user_token);
       // a stream that outlives the drain deadline (30 chunks, one a second)
@@ -48,6 +49,15 @@ for (const workers of ['1', '2']) {
       }).then(async (r) => ({ status: r.status, text: await r.text() }));
       const load = chargedLoad([gw.url], tokens.slice(0, 6), 32, { model: 'stub-model', max_tokens: 5, messages: [{ role: 'user', content: 'load test words' }] });
       await until('load running', () => load.counts.ok.reduce((a, b) => a + b, 0) >= 300, 30_000);
+      // a call surely in flight at SIGTERM (the load's may all sit between two requests when the
+      // clients' process is starved of CPU): the upstream has it, and answers in 1.5 s
+      const slowSeen = stub.requests.length;
+      const late = fetch(`${gw.url}/v1/ai/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${tokens[7]}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'stub-slow', max_tokens: 5, messages: [{ role: 'user', content: 'one late call' }] }),
+      }).then(async (r) => ({ status: r.status, connection: r.headers.get('connection'), text: await r.text() }));
+      await until('the late call upstream', () => stub.requests.slice(slowSeen).some((r) => (r.body as { model?: string } | undefined)?.model === 'stub-slow'), 30_000);
       const t0 = Date.now();
       const code = await gw.stop('SIGTERM'); // the clients go on sending meanwhile
       const took = Date.now() - t0;
@@ -61,11 +71,13 @@ for (const workers of ['1', '2']) {
       // accepts). With two workers the primary tells them one after the other: a client that
       // reconnects meanwhile can reach the one not yet draining and get its last answer there
       // too (33 of 32 connections, seen once with a second copy of the suite beside it).
-      assert.ok(counts.closing > 0 && counts.closing <= 32 * Number(workers), `answers with Connection: close: ${counts.closing}; answers ${JSON.stringify([...counts.statuses])}, ${counts.failed} refused or reset, ${took} ms; stderr:\n${gw.stderr().slice(-1500)}`);
+      const l = await late;
+      assert.deepEqual([l.status, l.connection], [200, 'close'], `the call in flight at SIGTERM: ${l.text}`);
+      assert.ok(counts.closing <= 32 * Number(workers), `answers with Connection: close: ${counts.closing}; answers ${JSON.stringify([...counts.statuses])}, ${counts.failed} refused or reset, ${took} ms; stderr:\n${gw.stderr().slice(-1500)}`);
       const s = await stream;
       assert.equal(s.status, 200);
       assert.match(s.text, /gateway_stopping/, 'the open stream got its API’s error event');
-      const books = await assertExactBooks(gw, 'drain', users, [...counts.ok, 0]);
+      const books = await assertExactBooks(gw, 'drain', users, [...counts.ok, 0, 1]);
       assert.ok(books.records >= 300);
       const [rec] = await (await import('../helpers/sql.ts')).sqlAll<{ status: string; error_code: string; credits: number; estimated: number }>(gw, `SELECT status, error_code, credits, estimated FROM usage WHERE user_id = 'streamer'`);
       assert.deepEqual([rec.status, rec.error_code, Boolean(rec.estimated)], ['error', 'gateway_stopping', true], JSON.stringify(rec));
