@@ -10,12 +10,13 @@
 // are found where they are. The bundle lives under node_modules/.cache, so the packages it
 // resolves at run time (import.meta.resolve) are the repository's own.
 import { readFile } from 'node:fs/promises';
-import { mkdirSync, mkdtempSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { build, type Plugin } from 'esbuild';
 
 const ROOT = resolve(import.meta.dirname, '../..');
+const PREFIX = 'citygate-test-serve-';
 
 const sourcesWhereTheyAre: Plugin = {
   name: 'import-meta-of-the-source',
@@ -33,7 +34,12 @@ const sourcesWhereTheyAre: Plugin = {
 export async function bundleServe(): Promise<{ dir: string; entry: string }> {
   const cache = join(ROOT, 'node_modules/.cache');
   mkdirSync(cache, { recursive: true });
-  const dir = mkdtempSync(join(cache, 'citygate-test-serve-'));
+  // a run that was killed left its bundle (~9 MB); one still running (a second copy) is younger
+  for (const name of readdirSync(cache)) {
+    const old = join(cache, name);
+    if (name.startsWith(PREFIX) && Date.now() - statSync(old).mtimeMs > 6 * 3600_000) rmSync(old, { recursive: true, force: true });
+  }
+  const dir = mkdtempSync(join(cache, PREFIX));
   await build({
     entryPoints: [join(ROOT, 'src/cli/main.ts')],
     outdir: dir,
