@@ -178,7 +178,9 @@ describe('citygate init', () => {
   });
 });
 
-describe('citygate deploy', () => {
+// One deployed sandbox for all its steps, one after the other: 86 s alone on 2 cores, past the
+// runner's 120 s per test with a second copy of the suite beside it.
+describe('citygate deploy', { timeout: 300_000 }, () => {
   let s: Sandbox;
   let dir: string;
   let first: CliResult;

@@ -5,7 +5,7 @@
 // Run as the `postgres` user when the tests run as root (PostgreSQL refuses root). Removed at
 // the end of the test process.
 import { spawnSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -60,10 +60,35 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
     chownSync(dir, uid, gid);
   }
   const data = join(dir, 'data');
-  const port = await freePort();
+  const log = join(dir, 'log');
   run('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-sync']);
-  const opts = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200`;
   let running = false;
+  const startOn = (port: number) => {
+    const opts = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200`;
+    try {
+      run('pg_ctl', ['-D', data, '-o', opts, '-l', log, '-w', '-t', '60', 'start']);
+    } catch (e) {
+      // pg_ctl says only "examine the log output": the reason is in the log
+      const tail = existsSync(log) ? readFileSync(log, 'utf8').split('\n').slice(-8).join('\n') : '';
+      throw Object.assign(new Error(`${(e as Error).message}\nserver log:\n${tail}`), { portTaken: /could not bind|already in use/i.test(tail) });
+    }
+    running = true;
+  };
+  // A free port can be taken between the probe and the server's bind, by any socket of a
+  // loaded machine (an outgoing connection's local port too): the first start tries another.
+  let port = await freePort();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      startOn(port);
+      break;
+    } catch (e) {
+      if (!(e as { portTaken?: boolean }).portTaken || attempt === 3) {
+        rmSync(dir, { recursive: true, force: true });
+        throw e;
+      }
+      port = await freePort();
+    }
+  }
   const pg: PrivatePostgres = {
     url: `postgres://postgres@127.0.0.1:${port}/postgres`,
     port,
@@ -75,8 +100,7 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
       if (r.status !== 0) throw new Error(`create database: ${r.stderr}`);
     },
     start() {
-      run('pg_ctl', ['-D', data, '-o', opts, '-l', join(dir, 'log'), '-w', '-t', '60', 'start']);
-      running = true;
+      startOn(port);
     },
     stop() {
       run('pg_ctl', ['-D', data, '-m', 'fast', '-w', '-t', '60', 'stop']);
@@ -89,6 +113,5 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
     },
   };
   process.once('exit', () => pg.remove());
-  pg.start();
   return pg;
 }
