@@ -179,8 +179,8 @@ describe('citygate init', () => {
 });
 
 // One deployed sandbox for all its steps, one after the other: 86 s alone on 2 cores, past the
-// runner's 120 s per test with a second copy of the suite beside it.
-describe('citygate deploy', { timeout: 300_000 }, () => {
+// runner's 120 s per test (and per hook: the first deploy's) with a second copy of the suite beside it.
+describe('citygate deploy', { timeout: 400_000 }, () => {
   let s: Sandbox;
   let dir: string;
   let first: CliResult;
@@ -191,7 +191,7 @@ describe('citygate deploy', { timeout: 300_000 }, () => {
       c.resources.storage = { type: 'r2', binding: 'MEDIA', name: 'edge-gw-media', public_url_prefix: 'https://media.example.com' };
     });
     first = await s.cli(['deploy', dir, '--verify', '--account-id', ACCOUNT]);
-  });
+  }, { timeout: 300_000 });
 
   test('runs the seed steps in order, one progress line each', () => {
     assert.equal(first.code, 0, `${first.stdout}\n${first.stderr}`);
