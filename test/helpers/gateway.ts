@@ -5,7 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { createTestDatabase, ON_POSTGRES } from './postgres.ts';
 import { sqlGet, type SqlTarget } from './sql.ts';
 
@@ -18,11 +18,14 @@ export const SERVE_BUNDLE_ENV = 'CITYGATE_TEST_SERVE_ENTRY';
 /**
  * What a test gateway runs: npm test's bundle of the sources when there is one (half the boot's
  * CPU, test/helpers/serve-bundle.ts), else the sources. A process watched by an --import hook
- * (the lists of modules a boot loads) runs the sources, which those lists name.
+ * (the lists of modules a boot loads) runs the sources, which those lists name. The bundle's
+ * compile cache lives and goes with it: each run's bundle is new, and in npm test's cache its
+ * entries (~3 MB a run) would pile up, since Node never removes one.
  */
-function entryFor(env: Record<string, string | undefined>): string {
+function entryFor(env: Record<string, string | undefined>): { main: string; compileCache: string | undefined } {
   const bundle = process.env[SERVE_BUNDLE_ENV];
-  return bundle && !env.NODE_OPTIONS?.includes('--import') ? bundle : MAIN;
+  if (!bundle || env.NODE_OPTIONS?.includes('--import')) return { main: MAIN, compileCache: process.env.NODE_COMPILE_CACHE };
+  return { main: bundle, compileCache: join(dirname(bundle), '.compile-cache') };
 }
 
 /** The SQLite file with every migration applied that npm test's global setup made, if any (test/helpers/global-setup.ts). */
@@ -88,8 +91,6 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
   const env: Record<string, string | undefined> = {
     PATH: process.env.PATH,
     HOME: process.env.HOME,
-    // npm test's cache of type-stripped sources: a gateway's boot skips Node's TypeScript stripper
-    NODE_COMPILE_CACHE: process.env.NODE_COMPILE_CACHE,
     HOST: '127.0.0.1',
     PORT: '0',
     DATABASE_PATH: dbPath,
@@ -100,13 +101,16 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
     RATE_LIMIT_GUEST_RPM: '0',
     ...opts.env,
   };
+  const entry = entryFor(env);
+  // npm test's cache of type-stripped sources (a gateway's boot skips Node's TypeScript stripper), or the bundle's own
+  if (env.NODE_COMPILE_CACHE === undefined) env.NODE_COMPILE_CACHE = entry.compileCache;
   const databaseUrl = env.DATABASE_URL || null;
   for (const k of Object.keys(env)) if (env[k] === undefined) delete env[k];
   // A new SQLite database starts as a copy of the migrated template (its first boot then only
   // finds every migration applied); a file already there (a restart, a test's own) is left alone.
   const sqliteTemplate = process.env[SQLITE_TEMPLATE_ENV];
   if (sqliteTemplate && !databaseUrl && env.DATABASE_PATH === dbPath && !opts.freshDatabase && !existsSync(dbPath)) copyFileSync(sqliteTemplate, dbPath);
-  const child = spawn(process.execPath, [entryFor(env), 'serve'], { cwd: dir, env: env as NodeJS.ProcessEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [entry.main, 'serve'], { cwd: dir, env: env as NodeJS.ProcessEnv, stdio: ['ignore', 'pipe', 'pipe'] });
   live.add(child);
   opts.onSpawn?.(child);
   child.once('exit', () => live.delete(child));

@@ -7,7 +7,7 @@
 //   - the Worker's bundle (wrangler, ~3 s of CPU), which a dozen edge test files would each
 //     make again. Removed at the end;
 //   - the gateway's bundle, which the test gateways boot from (test/helpers/serve-bundle.ts).
-// A run started by another (the PostgreSQL suites) inherits both through the environment.
+// A run started by another (the PostgreSQL suites) inherits them all through the environment.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
