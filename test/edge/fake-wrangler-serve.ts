@@ -8,7 +8,7 @@
 //   node fake-wrangler-serve.ts <spec.json>
 //   spec: { bundle, config, persistDir, port, ownerPid, infoPath }
 import { createServer } from 'node:http';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { Miniflare, convertV4MiniflareOptions } from 'miniflare';
 
@@ -96,4 +96,6 @@ setInterval(() => {
     void stop();
   }
 }, 500);
-writeFileSync(spec.infoPath, JSON.stringify({ url, controlUrl, pid: process.pid }));
+// written whole, then renamed into place: the fake wrangler reads it as soon as it exists
+writeFileSync(`${spec.infoPath}.tmp`, JSON.stringify({ url, controlUrl, pid: process.pid }));
+renameSync(`${spec.infoPath}.tmp`, spec.infoPath);

@@ -143,7 +143,7 @@ describe('servers as data', () => {
     });
     assert.equal(b.status, 200, b.text);
     assert.ok(!b.text.includes(CLIENT_SECRET));
-    const s = await admin.post('/v1/mcp/servers/create', { city_id: 'mcp-a', name: 'slow', url: slow.url, timeout_ms: 300, price: 10 });
+    const s = await admin.post('/v1/mcp/servers/create', { city_id: 'mcp-a', name: 'slow', url: slow.url, timeout_ms: 1500, price: 10 });
     assert.equal(s.status, 200, s.text);
     const dup = await admin.post('/v1/mcp/servers/create', { city_id: 'mcp-a', name: 'alpha', url: alpha.url });
     assert.equal(dup.status, 409, dup.text);
