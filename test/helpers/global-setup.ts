@@ -53,7 +53,7 @@ async function workerBundle(): Promise<void> {
   if (process.env[SHARED_BUNDLE_ENV]) return;
   const dir = mkdtempSync(join(tmpdir(), 'citygate-bundle-'));
   try {
-    process.env[SHARED_BUNDLE_ENV] = await bundleInto(WORKER_ENTRY, dir, false);
+    process.env[SHARED_BUNDLE_ENV] = await bundleInto(WORKER_ENTRY, dir);
     bundleDir = dir;
   } catch {
     // the edge tests bundle it themselves, and fail there with wrangler's words

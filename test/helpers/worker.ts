@@ -27,13 +27,16 @@ export function bundleWorker(entry = WORKER_ENTRY): Promise<string> {
   const shared = entry === WORKER_ENTRY ? process.env[SHARED_BUNDLE_ENV] : undefined;
   if (shared) return Promise.resolve(shared);
   let hit = bundles.get(entry);
-  if (!hit) bundles.set(entry, (hit = bundleInto(entry, mkdtempSync(join(tmpdir(), 'citygate-bundle-')), true)));
+  if (!hit) {
+    const dir = mkdtempSync(join(tmpdir(), 'citygate-bundle-'));
+    process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+    bundles.set(entry, (hit = bundleInto(entry, dir)));
+  }
   return hit;
 }
 
-/** Bundles `entry` into `dir` (removed when this process exits, with `cleanup`); resolves with the bundle's path. */
-export async function bundleInto(entry: string, dir: string, cleanup: boolean): Promise<string> {
-  if (cleanup) process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+/** Bundles `entry` into `dir` (the caller removes it); resolves with the bundle's path. */
+export async function bundleInto(entry: string, dir: string): Promise<string> {
   const config = join(dir, 'wrangler.json');
   writeFileSync(
     config,
