@@ -123,3 +123,34 @@ test('graceful stop writes everything buffered', async () => {
   await gw.stop();
   await check(raw, 41, base);
 });
+
+test('sqlite: a batch retried after its commit answer was lost is refused whole, and the records after it are written: each record and its rollup once', async () => {
+  // The usage INSERT is `OR ROLLBACK` on SQLite (no statement journal): its conflict must still
+  // fail the retried batch whole, leave the connection usable, and count nothing twice.
+  const raw = openNodeSqlite(':memory:');
+  let loseNextAnswer = false;
+  const db: Db = {
+    ...raw,
+    async batch(queries: readonly Statement[]) {
+      const r = await raw.batch(queries);
+      if (loseNextAnswer && queries.some((q) => /into "usage"/i.test(compile(q).sql))) {
+        loseNextAnswer = false;
+        throw new Error('disk I/O error (the commit went through; its answer did not)');
+      }
+      return r;
+    },
+  };
+  const gw = createGateway({ db, services: stockServices, logger: silentLogger, processEnv: { USAGE_FLUSH_MS: '60000' } });
+  await gw.init();
+  const sink = gw.context.use<UsageBuffer>(METERING)!;
+  const base = Date.UTC(2026, 0, 10, 12);
+  for (let i = 0; i < 30; i++) sink.record(record(i, base));
+  loseNextAnswer = true;
+  await sink.flush();
+  assert.equal(sink.pending, 30, 'the sink thinks the batch failed');
+  for (let i = 30; i < 45; i++) sink.record(record(i, base));
+  await sink.flush();
+  assert.equal(sink.pending, 0);
+  await check(raw, 45, base);
+  await gw.stop();
+});
