@@ -156,13 +156,26 @@ export function wholeBodyOf(res: Response): { bytes: Uint8Array; headers: Record
 const SOURCE = Symbol('citygate.streamSource');
 type WithSource = Response & { [SOURCE]?: ReadableStream<Uint8Array> | AsyncIterable<Uint8Array> };
 
+/** How a runtime that writes streamed responses itself makes them (runtimes/node/streamed-response.ts). */
+export type StreamedResponses = (body: ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>, init: ResponseInit) => Response;
+let streamed: StreamedResponses | null = null;
+
+/**
+ * Set once by a runtime that writes every streamed response from its source (Node): it makes
+ * them, as Responses whose web stream is built only if something reads `body`. Unset (Workers,
+ * or a gateway without its runtime), they are made as below.
+ */
+export function makeStreamedResponsesWith(make: StreamedResponses | null): void {
+  streamed = make;
+}
+
 /**
  * A Response whose body is `body`, remembered for streamSourceOf. Chunks from an iterable are
  * read one per pull; the iterator's return() is called when the reader stops early (the client
  * went away), even before the first read.
  */
 export function streamingResponse(body: ReadableStream<Uint8Array> | AsyncIterable<Uint8Array>, init: ResponseInit): Response {
-  const res: WithSource = new Response(body instanceof ReadableStream ? body : readableFrom(body), init);
+  const res: WithSource = streamed ? streamed(body, init) : new Response(body instanceof ReadableStream ? body : readableFrom(body), init);
   res[SOURCE] = body;
   return res;
 }
@@ -172,7 +185,8 @@ export function streamSourceOf(res: Response): ReadableStream<Uint8Array> | Asyn
   return (res as WithSource)[SOURCE] ?? null;
 }
 
-function readableFrom(src: AsyncIterable<Uint8Array>): ReadableStream<Uint8Array> {
+/** A web stream over chunks (a pull reads one). */
+export function readableFrom(src: AsyncIterable<Uint8Array>): ReadableStream<Uint8Array> {
   const it = src[Symbol.asyncIterator]();
   return new ReadableStream<Uint8Array>(
     {

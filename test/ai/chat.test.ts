@@ -135,6 +135,28 @@ describe('the openai package against /v1/ai', () => {
     const bad = await call(w.gw.url, 'POST', '/v1/ai/chat/completions', { token: w.alice, body: { model: 'nope', messages: [{ role: 'user', content: 'x' }] } });
     assert.match(bad.headers.get('x-citygate-overhead-ms') ?? '', /^\d+\.\d\d$/);
   });
+
+  test('a streamed answer carries its own headers and the gateway\'s; a browser\'s (Origin) gets the CORS headers too, with the whole stream', async () => {
+    const body = JSON.stringify({ model: 'stub-model', stream: true, messages: [{ role: 'user', content: 'red green' }] });
+    const send = (extra: Record<string, string> = {}) =>
+      fetch(`${w.gw.url}/v1/ai/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${w.alice}`, 'content-type': 'application/json', ...extra }, body });
+    const texts: string[] = [];
+    for (const origin of [null, 'https://app.example.com']) {
+      const res = await send(origin ? { origin } : {});
+      assert.equal(res.status, 200);
+      assert.match(res.headers.get('content-type') ?? '', /^text\/event-stream/);
+      assert.equal(res.headers.get('cache-control'), 'no-cache');
+      assert.match(res.headers.get('x-request-id') ?? '', /^req_/);
+      assert.match(res.headers.get('x-citygate-overhead-ms') ?? '', /^\d+\.\d\d$/);
+      assert.equal(res.headers.get('access-control-allow-origin'), origin, origin ? 'a browser may read it' : 'no CORS headers without Origin');
+      if (origin) assert.match(res.headers.get('access-control-expose-headers') ?? '', /x-request-id/);
+      const text = await res.text();
+      assert.match(text, /data: \[DONE\]\n\n$/, 'the stream ends with [DONE]');
+      texts.push(text.replace(/"(id|created)":("[^"]*"|\d+)/g, '').replace(/stub\d+/g, ''));
+    }
+    assert.equal(texts[1], texts[0], 'the same events either way');
+    assert.match(texts[0], /"content":" red"/);
+  });
 });
 
 describe('the AI SDK', () => {

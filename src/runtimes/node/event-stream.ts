@@ -13,6 +13,7 @@
 // iterable, kernel/http.ts) is read from that source, without the web stream over it.
 import type { ServerResponse } from 'node:http';
 import { streamSourceOf } from '../../kernel/http.ts';
+import { untouchedHeaders } from './streamed-response.ts';
 
 /** Tells @hono/node-server that the response was written already (its documented escape hatch). */
 const ALREADY_SENT_HEADER = 'x-hono-already-sent';
@@ -27,19 +28,28 @@ export function alreadySentResponse(): Response {
   return alreadySent;
 }
 
-/** A stream made by streamingResponse (every event stream citygate sends is): other responses' headers are not even read. */
-export function isEventStream(res: Response): boolean {
-  return streamSourceOf(res) !== null && res.status === 200 && (res.headers.get('content-type') ?? '').startsWith('text/event-stream');
+/**
+ * A response made by streamingResponse (every event stream citygate sends is, and every other
+ * streamed body): the runtime writes all of them, since the ones it makes (streamed-response.ts)
+ * have a web stream only if something asks for it.
+ */
+export function isStreamed(res: Response): boolean {
+  return streamSourceOf(res) !== null;
 }
 
 /** Writes the response to `out` and resolves (never rejects) once it is done or abandoned. */
-export async function writeEventStream(res: Response, out: ServerResponse, added?: Record<string, string>): Promise<Response> {
+export async function writeStreamed(res: Response, out: ServerResponse, added?: Record<string, string>): Promise<Response> {
   const source = streamSourceOf(res) ?? res.body;
   // the headers the gateway added first: the Response's own win on a clash
-  const headers: Record<string, string | string[]> = added ? { ...added } : {};
-  for (const [k, v] of res.headers) if (k !== 'set-cookie') headers[k] = v;
-  const cookies = res.headers.getSetCookie();
-  if (cookies.length) headers['set-cookie'] = cookies;
+  const plain = untouchedHeaders(res);
+  let headers: Record<string, string | string[]>;
+  if (plain) headers = added ? { ...added, ...plain } : plain;
+  else {
+    headers = added ? { ...added } : {};
+    for (const [k, v] of res.headers) if (k !== 'set-cookie') headers[k] = v;
+    const cookies = res.headers.getSetCookie();
+    if (cookies.length) headers['set-cookie'] = cookies;
+  }
   if (!source) {
     out.writeHead(res.status, headers).end();
     return alreadySentResponse();

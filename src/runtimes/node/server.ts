@@ -22,7 +22,8 @@ import { openNodeDatabase, whileUnavailable } from './database.ts';
 import { LocalFileStore } from './file-store.ts';
 import { NodeJobRunner } from './job-runner.ts';
 import { loadProjectConfig } from './project-config.ts';
-import { isEventStream, writeEventStream } from './event-stream.ts';
+import { isStreamed, writeStreamed } from './event-stream.ts';
+import { installStreamedResponses } from './streamed-response.ts';
 import { writeWhole } from './whole-answer.ts';
 import { readIncomingBody } from './request-body.ts';
 import { wholeBodyOf } from '../../kernel/http.ts';
@@ -114,7 +115,7 @@ export async function startNodeServer(
     );
   }
 
-  // Event streams are written by the runtime (headers with the first chunk), and so are whole
+  // Streamed responses are written by the runtime (headers with the first chunk), and so are whole
   // answers of bytes (one writeHead, Node's fast path), with the headers the gateway added merged
   // into their head; the rest by the adapter, with those headers set on the ServerResponse first.
   // A browser's request (Origin) skips the whole-answer path: CORS adds headers to the Response
@@ -125,7 +126,7 @@ export async function startNodeServer(
     const out = bindings.outgoing;
     // Draining: this answer is the connection's last (Node writes `Connection: close` and ends it).
     if (draining) out.shouldKeepAlive = false;
-    if (isEventStream(res)) return writeEventStream(res, out, bindings.added);
+    if (isStreamed(res)) return writeStreamed(res, out, bindings.added);
     const whole = wholeBodyOf(res);
     if (whole && !out.headersSent && !req.headers.get('origin')) return writeWhole(res, whole, out, bindings.added);
     const added = bindings.added;
@@ -138,6 +139,7 @@ export async function startNodeServer(
     port: config.port,
     createServer: limitedCreateServer(connectionLimits) as never, // slow clients are cut (connection-limits.ts)
   }) as Server;
+  installStreamedResponses(); // after serve(): they extend the adapter's Response
   const sockets = installResponsesSockets(server, gateway, env); // Responses over WebSocket, same port
   await new Promise<void>((resolve, reject) => {
     server.once('listening', resolve);
