@@ -171,6 +171,26 @@ for (const buffers of [false, true]) describe(`the SSE relay (${buffers ? 'Buffe
     }
   });
 
+  test('a usage on every event (some providers count up as they go): the last one counts, wherever its member stands', async () => {
+    const ev = (n: number) => `data: {"choices":[{"delta":{"content":"${n}"}}],"usage":{"prompt_tokens":5,"completion_tokens":${n}}}\n\n`;
+    const usageFirst = 'data: {"usage":{"prompt_tokens":5,"completion_tokens":4},"choices":[{"delta":{}}]}\n\n';
+    const afterNull = 'data: {"choices":[{"delta":{}}],"usage":null}\n\ndata: [DONE]\n\n';
+    for (const [e, last] of [
+      [ev(1) + ev(2) + ev(3) + 'data: [DONE]\n\n', 3],
+      [ev(1) + ev(2) + usageFirst + afterNull, 4], // not its object's last member; a usage:null after it
+      [ev(1) + 'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":9}}', 9], // the last event unfinished
+    ] as const) {
+      for (const size of [11, e.length]) {
+        const chunks: string[] = [];
+        for (let i = 0; i < e.length; i += size) chunks.push(e.slice(i, i + size));
+        const r = await relay(chunks, false);
+        assert.equal(r.text, e);
+        assert.deepEqual(r.end.usage, { prompt_tokens: 5, completion_tokens: last }, `split every ${size} bytes`);
+        assert.equal((await relay(chunks, true)).end.usage?.completion_tokens, last);
+      }
+    }
+  });
+
   test('an unfinished last event is relayed once: at the end of the stream and when it breaks', async () => {
     const head = events[0] + events[1];
     for (const strip of [false, true]) {

@@ -62,6 +62,23 @@ function nextUsageObject(b: Uint8Array, from = 0): number {
   return -1;
 }
 
+/** Index of the last `"usage"` followed by an object that starts at or before `lastStart`, or -1. */
+function prevUsageObject(b: Uint8Array, lastStart: number): number {
+  const a = USAGE[USAGE_ANCHOR];
+  for (let p = lastStart + USAGE_ANCHOR; p >= USAGE_ANCHOR; p--) {
+    p = b.lastIndexOf(a, p);
+    if (p < USAGE_ANCHOR) return -1;
+    const i = p - USAGE_ANCHOR;
+    let j = 0;
+    while (j < USAGE.length && b[i + j] === USAGE[j]) j++;
+    if (j < USAGE.length) continue;
+    let k = i + USAGE.length;
+    while (k < b.length && (b[k] === 32 || b[k] === 9 || b[k] === 58 /* : */ || b[k] === 10 || b[k] === 13)) k++;
+    if (b[k] === 123 /* { */) return i;
+  }
+  return -1;
+}
+
 /** True when b[i] is the last byte of an event's blank line (\n\n, \r\n\r\n, \n\r\n, \r\n\n). */
 const endsEvent = (b: Uint8Array, i: number) => b[i] === 10 && (b[i - 1] === 10 || (b[i - 1] === 13 && b[i - 2] === 10));
 
@@ -109,6 +126,10 @@ function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
  * usage object are decoded and parsed; the others are left as bytes.
  */
 function takeUsage(block: Uint8Array, strip: boolean, found: (u: ChatUsage) => void): Uint8Array | null {
+  if (!strip) {
+    lastUsage(block, found);
+    return null;
+  }
   let at = nextUsageObject(block);
   if (at === -1) return null;
   const parts: Uint8Array[] = [];
@@ -140,6 +161,28 @@ function takeUsage(block: Uint8Array, strip: boolean, found: (u: ChatUsage) => v
   return out;
 }
 
+/**
+ * Without strip nothing in the block changes, and a later usage replaces an earlier one, so only
+ * the last usage object that reads counts: it is looked for from the block's end. The usage event
+ * is the stream's last, and with include_usage every event before it has a `"usage":null` that a
+ * search from the start passes over.
+ */
+function lastUsage(block: Uint8Array, found: (u: ChatUsage) => void): void {
+  let got = false;
+  const take = (u: ChatUsage) => {
+    got = true;
+    found(u);
+  };
+  for (let at = prevUsageObject(block, block.length - USAGE.length); at !== -1; at = prevUsageObject(block, at - 1)) {
+    const start = eventStart(block, at);
+    const end = eventEnd(block, at);
+    if (lastMemberUsage(block, start, at, end, take) === undefined && usageInPlace(block, start, end, false, take) === undefined) {
+      usageOf(dec.decode(block.subarray(start, end)), false, take);
+    }
+    if (got) return;
+  }
+}
+
 const USAGE_KEY = enc.encode('usage');
 const CHOICES_KEY = enc.encode('choices');
 const NO_KEY = 0;
@@ -155,6 +198,36 @@ function memberOf(b: Uint8Array, from: number, to: number): number {
 }
 
 const isSpace = (c: number) => c === 32 || c === 9 || c === 13 || c === 10;
+
+/**
+ * The usage event as OpenAI writes it, when nothing is to be removed: an event of one `data:`
+ * line (b[start, end)), a JSON object that ends with its `usage` member (at `at`). The usage
+ * object then runs from the '{' after `"usage"` to just before the line's last '}', and if those
+ * bytes parse as one object it is the top-level member: had `"usage"` been nested, or followed by
+ * another member, they would not be one JSON value. Parses only those bytes, without a walk over
+ * the event's; answers null when it found the usage, undefined to leave the event to usageInPlace.
+ */
+function lastMemberUsage(b: Uint8Array, start: number, at: number, end: number, found: (u: ChatUsage) => void): null | undefined {
+  if (!startsWithData(b, start)) return undefined;
+  let lf = b.indexOf(10, start);
+  if (lf === -1) lf = end; // the stream's last event, without its blank line
+  else if (lf < at) return undefined; // "usage" is on a later line
+  else if (lf + 1 < end && !(b[lf + 1] === 10 || (b[lf + 1] === 13 && b[lf + 2] === 10))) return undefined; // more lines follow
+  let last = lf - 1;
+  while (last > at && isSpace(b[last])) last--;
+  if (b[last] !== 125 /* } */) return undefined;
+  let open = at + USAGE.length;
+  while (open < last && b[open] !== 123 /* { */) open++; // past the blanks and the colon nextUsageObject checked
+  let usage: unknown;
+  try {
+    usage = JSON.parse(dec.decode(b.subarray(open, last)));
+  } catch {
+    return undefined;
+  }
+  if (!usage || typeof usage !== 'object' || Array.isArray(usage)) return undefined;
+  found(usage as ChatUsage);
+  return null;
+}
 
 /**
  * usageOf for the common event, read from its bytes: an event that starts with its `data:`
