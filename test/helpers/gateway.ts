@@ -96,7 +96,10 @@ export async function startGateway(opts: StartOptions = {}): Promise<TestGateway
     DATABASE_PATH: dbPath,
     ...(onPostgres ? { DATABASE_URL: await postgresFor(dir, opts.freshDatabase ?? false) } : {}),
     // On PostgreSQL the master key must be given, the same on every replica (README, Scaling out).
-    ...(onPostgres || opts.env?.DATABASE_URL ? { CITYGATE_MASTER_KEY: TEST_MASTER_KEY } : {}),
+    // Pools of 4, not the default 10: two copies of the suite on one server passed its 100
+    // connections with 10 ("too many clients": a test timed out, another hung), and no test's
+    // load needs more than a few at once.
+    ...(onPostgres || opts.env?.DATABASE_URL ? { CITYGATE_MASTER_KEY: TEST_MASTER_KEY, DATABASE_POOL_SIZE: '4' } : {}),
     // Tests make many guest calls from one address; rate-limit tests set their own limit.
     RATE_LIMIT_GUEST_RPM: '0',
     ...opts.env,
