@@ -52,29 +52,43 @@ const startsWithData = (b: Uint8Array, i: number) =>
   b[i] === 100 && b[i + 1] === 97 && b[i + 2] === 116 && b[i + 3] === 97 && b[i + 4] === 58 && // "data:"
   (b[i + 5] === 123 || (b[i + 5] === 32 && b[i + 6] === 123)); // then "{" or " {" (not [DONE])
 
+/**
+ * indexOfBytes from the end: the last index of `needle` in `hay` at or before `lastStart`, or -1.
+ * Candidates are found by the native search backwards for the needle's `anchor` byte.
+ */
+function lastIndexOfBytes(hay: Uint8Array, needle: Uint8Array, lastStart: number, anchor = 0): number {
+  const a = needle[anchor];
+  // p > anchor - 1 always: a negative start would make lastIndexOf count from the end
+  for (let p = lastStart + anchor; p >= anchor; p--) {
+    p = hay.lastIndexOf(a, p);
+    if (p < anchor) return -1;
+    const i = p - anchor;
+    let j = 0;
+    while (j < needle.length && hay[i + j] === needle[j]) j++;
+    if (j === needle.length) return i;
+  }
+  return -1;
+}
+
+/** Index of the '{' that opens the value of the `"usage"` at `i` (past blanks and the colon), or -1 (null, say). */
+function objectAfterUsage(b: Uint8Array, i: number): number {
+  let k = i + USAGE.length;
+  while (k < b.length && (b[k] === 32 || b[k] === 9 || b[k] === 58 /* : */ || b[k] === 10 || b[k] === 13)) k++;
+  return b[k] === 123 /* { */ ? k : -1;
+}
+
 /** Index of the next `"usage"` followed by an object (not null) from `from`, or -1. */
 function nextUsageObject(b: Uint8Array, from = 0): number {
   for (let i = indexOfBytes(b, USAGE, from, USAGE_ANCHOR); i !== -1; i = indexOfBytes(b, USAGE, i + USAGE.length, USAGE_ANCHOR)) {
-    let k = i + USAGE.length;
-    while (k < b.length && (b[k] === 32 || b[k] === 9 || b[k] === 58 /* : */ || b[k] === 10 || b[k] === 13)) k++;
-    if (b[k] === 123 /* { */) return i;
+    if (objectAfterUsage(b, i) !== -1) return i;
   }
   return -1;
 }
 
 /** Index of the last `"usage"` followed by an object that starts at or before `lastStart`, or -1. */
 function prevUsageObject(b: Uint8Array, lastStart: number): number {
-  const a = USAGE[USAGE_ANCHOR];
-  for (let p = lastStart + USAGE_ANCHOR; p >= USAGE_ANCHOR; p--) {
-    p = b.lastIndexOf(a, p);
-    if (p < USAGE_ANCHOR) return -1;
-    const i = p - USAGE_ANCHOR;
-    let j = 0;
-    while (j < USAGE.length && b[i + j] === USAGE[j]) j++;
-    if (j < USAGE.length) continue;
-    let k = i + USAGE.length;
-    while (k < b.length && (b[k] === 32 || b[k] === 9 || b[k] === 58 /* : */ || b[k] === 10 || b[k] === 13)) k++;
-    if (b[k] === 123 /* { */) return i;
+  for (let i = lastIndexOfBytes(b, USAGE, lastStart, USAGE_ANCHOR); i !== -1; i = lastIndexOfBytes(b, USAGE, i - 1, USAGE_ANCHOR)) {
+    if (objectAfterUsage(b, i) !== -1) return i;
   }
   return -1;
 }
@@ -216,8 +230,8 @@ function lastMemberUsage(b: Uint8Array, start: number, at: number, end: number, 
   let last = lf - 1;
   while (last > at && isSpace(b[last])) last--;
   if (b[last] !== 125 /* } */) return undefined;
-  let open = at + USAGE.length;
-  while (open < last && b[open] !== 123 /* { */) open++; // past the blanks and the colon nextUsageObject checked
+  const open = objectAfterUsage(b, at);
+  if (open === -1 || open >= last) return undefined;
   let usage: unknown;
   try {
     usage = JSON.parse(dec.decode(b.subarray(open, last)));
