@@ -27,6 +27,8 @@ declare module "autocannon" {
       amount?: number;
       pipelining?: number;
       timeout?: number;
+      /** ms between samples; a run ends only on a sample (default 1000) */
+      sampleInt?: number;
       workers?: number;
     };
     type Result = {

@@ -39,6 +39,9 @@ export function runLoad(opts: LoadOptions): Promise<LoadResult> {
         connections: opts.connections,
         duration: opts.durationSec,
         timeout: opts.timeoutSec ?? 10,
+        // autocannon stops only on a sample tick (default every 1 s): a 1.5 s run would load
+        // the server for 2 s. Ticks every 100 ms end it within 100 ms of its duration.
+        sampleInt: 100,
       },
       (err, result) => {
         if (err) return reject(err);

@@ -36,12 +36,32 @@ export async function pairedWindows(
   mode: Mode,
   o: { rounds: number; seconds: number; connections: number; warmupSec?: number },
 ): Promise<{ A: Window[]; B: Window[] }> {
-  for (const t of [a, b]) await window(t, mode, o.warmupSec ?? 2, o.connections);
-  const A: Window[] = [];
-  const B: Window[] = [];
-  for (let i = 0; i < o.rounds; i++) {
-    if (i % 2 === 0) (A.push(await window(a, mode, o.seconds, o.connections)), B.push(await window(b, mode, o.seconds, o.connections)));
-    else (B.push(await window(b, mode, o.seconds, o.connections)), A.push(await window(a, mode, o.seconds, o.connections)));
-  }
+  const [A, B] = await rotatedWindows([a, b], mode, o);
   return { A, B };
+}
+
+/**
+ * pairedWindows for any number of targets: a warm-up window each, then `rounds` rounds of one
+ * window each. The order turns one place each round (a b c, b c a, c a b), then the same
+ * backwards (c b a, b a c, a c b), so over 2 × n rounds each target comes before each other
+ * one as often as after it: a window run just after another server's is not always the same
+ * target's. Answers the windows of each target, in the order given; window i of every target
+ * is from round i.
+ */
+export async function rotatedWindows(
+  targets: RunningTarget[],
+  mode: Mode,
+  o: { rounds: number; seconds: number; connections: number; warmupSec?: number },
+): Promise<Window[][]> {
+  for (const t of targets) await window(t, mode, o.warmupSec ?? 2, o.connections);
+  const n = targets.length;
+  const out: Window[][] = targets.map(() => []);
+  for (let i = 0; i < o.rounds; i++) {
+    const backwards = Math.floor(i / n) % 2 === 1;
+    for (let k = 0; k < n; k++) {
+      const j = backwards ? (2 * n - 1 - k - (i % n)) % n : (i + k) % n;
+      out[j].push(await window(targets[j], mode, o.seconds, o.connections));
+    }
+  }
+  return out;
 }
