@@ -79,6 +79,15 @@ export function orderedJobs(jobs: Job[]): Job[] {
   return unique.sort((a, b) => rank(a) - rank(b) || (a.file < b.file ? -1 : a.file > b.file ? 1 : 0));
 }
 
+/**
+ * A file still running after this long is stopped (its process killed) and counted as failed.
+ * Each test has 120 s, but a test that timed out can leave a server or a socket that keeps its
+ * file's process alive, and then the whole run waited until CI's own limit, without a name to
+ * show for it (2026-11-29, a replicas test beside a second copy of the suite). The slowest file
+ * takes ~75 s alone and ~150 s beside a second copy of the suite. TEST_FILE_LIMIT_S overrides it.
+ */
+const FILE_LIMIT_MS = Number(process.env.TEST_FILE_LIMIT_S ?? 420) * 1000;
+
 /** A file to run, on SQLite or (the service suites' second run) on PostgreSQL. */
 interface Job {
   file: string;
@@ -93,9 +102,11 @@ type Counts = { tests: number; passed: number; failed: number; skipped: number; 
  * held back every other file's output until its end (six minutes of silence, then all of it).
  */
 async function runOne(job: Job, each: (e: TestEvent) => void): Promise<{ output: string; counts: Counts; ok: boolean }> {
+  const watchdog = AbortSignal.timeout(FILE_LIMIT_MS);
   const options: RunOptions = {
     files: [resolve(ROOT, job.file)],
     timeout: 120_000,
+    signal: watchdog,
     cwd: ROOT,
     ...(job.postgres ? { env: { ...process.env, ...POSTGRES_SUITES_ENV } } : {}),
   };
@@ -116,6 +127,10 @@ async function runOne(job: Job, each: (e: TestEvent) => void): Promise<{ output:
   events.once('end', () => forSpec.end());
   let output = '';
   await new Promise((r) => forSpec.compose(spec).setEncoding('utf8').on('data', (d: string) => (output += d)).once('end', r));
+  if (watchdog.aborted) {
+    output += `✖ stopped after ${FILE_LIMIT_MS / 1000} s: the file was still running (a test that never ended, or a handle that kept its process alive)\n`;
+    ok = false;
+  }
   return { output, counts, ok };
 }
 
