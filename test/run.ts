@@ -80,13 +80,14 @@ export function orderedJobs(jobs: Job[]): Job[] {
 }
 
 /**
- * A file still running after this long is stopped (its process killed) and counted as failed.
- * Each test has 120 s, but a test that timed out can leave a server or a socket that keeps its
- * file's process alive, and then the whole run waited until CI's own limit, without a name to
- * show for it (2026-11-29, a replicas test beside a second copy of the suite). The slowest file
- * takes ~75 s alone and ~150 s beside a second copy of the suite. TEST_FILE_LIMIT_S overrides it.
+ * A file that reports nothing for this long (no test started or ended) is stopped, its process
+ * killed, and counted as failed. Each test has 120 s, but a test that timed out can leave a
+ * server or a socket that keeps its file's process alive, and then the whole run waited until
+ * CI's own limit, without a name to show for it (2026-11-29, a replicas test beside a second
+ * copy of the suite). Silence, not the file's length: the longest file takes 139 s of a 5.5-minute
+ * run here and twice that on a slower machine. TEST_IDLE_LIMIT_S overrides it.
  */
-const FILE_LIMIT_MS = Number(process.env.TEST_FILE_LIMIT_S ?? 420) * 1000;
+const IDLE_LIMIT_MS = Number(process.env.TEST_IDLE_LIMIT_S ?? 300) * 1000;
 
 /** A file to run, on SQLite or (the service suites' second run) on PostgreSQL. */
 interface Job {
@@ -102,11 +103,12 @@ type Counts = { tests: number; passed: number; failed: number; skipped: number; 
  * held back every other file's output until its end (six minutes of silence, then all of it).
  */
 async function runOne(job: Job, each: (e: TestEvent) => void): Promise<{ output: string; counts: Counts; ok: boolean }> {
-  const watchdog = AbortSignal.timeout(FILE_LIMIT_MS);
+  const watchdog = new AbortController();
+  const idle = setTimeout(() => watchdog.abort(new Error(`no test event for ${IDLE_LIMIT_MS / 1000} s`)), IDLE_LIMIT_MS);
   const options: RunOptions = {
     files: [resolve(ROOT, job.file)],
     timeout: 120_000,
-    signal: watchdog,
+    signal: watchdog.signal,
     cwd: ROOT,
     ...(job.postgres ? { env: { ...process.env, ...POSTGRES_SUITES_ENV } } : {}),
   };
@@ -115,6 +117,7 @@ async function runOne(job: Job, each: (e: TestEvent) => void): Promise<{ output:
   let ok = false;
   const events = run(options);
   events.on('data', (e: TestEvent) => {
+    idle.refresh();
     each(e);
     if (e.type === 'test:summary' && !e.data.file) {
       counts = e.data.counts as unknown as Counts; // failed: Node sends it; @types/node omits it
@@ -127,8 +130,9 @@ async function runOne(job: Job, each: (e: TestEvent) => void): Promise<{ output:
   events.once('end', () => forSpec.end());
   let output = '';
   await new Promise((r) => forSpec.compose(spec).setEncoding('utf8').on('data', (d: string) => (output += d)).once('end', r));
-  if (watchdog.aborted) {
-    output += `✖ stopped after ${FILE_LIMIT_MS / 1000} s: the file was still running (a test that never ended, or a handle that kept its process alive)\n`;
+  clearTimeout(idle);
+  if (watchdog.signal.aborted) {
+    output += `✖ stopped: no test started or ended for ${IDLE_LIMIT_MS / 1000} s (a test that never ended, or a handle that kept its file's process alive)\n`;
     ok = false;
   }
   return { output, counts, ok };
