@@ -37,9 +37,9 @@ export function isStreamed(res: Response): boolean {
   return streamSourceOf(res) !== null;
 }
 
-/** Writes the response to `out` and resolves (never rejects) once it is done or abandoned. */
+/** Writes a response isStreamed() answered true for to `out`; resolves (never rejects) once it is done or abandoned. */
 export async function writeStreamed(res: Response, out: ServerResponse, added?: Record<string, string>): Promise<Response> {
-  const source = streamSourceOf(res) ?? res.body;
+  const source = streamSourceOf(res)!;
   // the headers the gateway added first: the Response's own win on a clash
   const plain = untouchedHeaders(res);
   let headers: Record<string, string | string[]>;
@@ -49,10 +49,6 @@ export async function writeStreamed(res: Response, out: ServerResponse, added?: 
     for (const [k, v] of res.headers) if (k !== 'set-cookie') headers[k] = v;
     const cookies = res.headers.getSetCookie();
     if (cookies.length) headers['set-cookie'] = cookies;
-  }
-  if (!source) {
-    out.writeHead(res.status, headers).end();
-    return alreadySentResponse();
   }
   const reader = chunksOf(source);
   let gone = false;
