@@ -4,7 +4,7 @@
 // steadier than req/s on a shared machine (other processes take cores, not this process's CPU
 // per call). Also prints the server's peak RSS. Linux only (/proc).
 //
-// Env: BENCH_DURATION (s per case, default 5), BENCH_CONNECTIONS (default 32), BENCH_MODES
+// Env: BENCH_DURATION (s per case, default 5), BENCH_WARMUP (s before each, default 6), BENCH_CONNECTIONS (default 32), BENCH_MODES
 // (default json,stream), CPU_TARGET (a citygate target: citygate-free, citygate, citygate-limited,
 // citygate-free-limited, citygate-3up, or bare), BENCH_CITYGATE_NODE_ARGS;
 // CITYGATE_HEAP_TUNING=0 compares with V8's default heap (src/cli/heap.ts); BENCH_KEEP_LOGS=1 keeps the
@@ -17,6 +17,9 @@ import { startStubProcess } from "./stub.ts";
 import { measuredTarget } from "./targets.ts";
 
 const durationSec = Number(process.env.BENCH_DURATION ?? 5);
+// citygate's first seconds under load still compile its code: after 2 s, a charged json call
+// measured ~90 µs where the next windows gave ~75 (2026-11-29)
+const warmupSec = Number(process.env.BENCH_WARMUP ?? 6);
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const modes = (process.env.BENCH_MODES ?? "json,stream").split(",") as ("json" | "stream")[];
 const target = measuredTarget(process.env.CPU_TARGET ?? "citygate-free", "CPU_TARGET", { bare: true });
@@ -28,10 +31,10 @@ const stub = await startStubProcess();
 const t = await target.start({ stub, model });
 if ("skipped" in t) throw new Error(t.skipped);
 const pid = t.process.pid;
-console.log(`${target.name}: ${connections} connections, ${durationSec}s per case (+2s warm-up)`);
+console.log(`${target.name}: ${connections} connections, ${durationSec}s per case (+${warmupSec}s warm-up)`);
 for (const mode of modes) {
   const load = { url: t.chatUrl, headers: t.headers, body: BODIES[mode], connections };
-  await runLoad({ ...load, durationSec: 2 });
+  await runLoad({ ...load, durationSec: warmupSec });
   const a = cpuTicks(pid);
   const r = await runLoad({ ...load, durationSec });
   const b = cpuTicks(pid);
