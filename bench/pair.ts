@@ -9,10 +9,13 @@
 // (default 10), PAIR_SECONDS (per window, default 3), BENCH_CONNECTIONS (default 32), BENCH_MODES
 // (default json,stream); PAIR_A_ENV / PAIR_B_ENV: space-separated NAME=value set while that
 // server starts, e.g. PAIR_B_ENV="BENCH_CITYGATE_ROOT=/path/to/other/checkout" (two versions of
-// the code) or "BENCH_CITYGATE_NODE_ARGS=--max-semi-space-size=16" (node flags). Linux only (/proc).
+// the code) or "BENCH_CITYGATE_NODE_ARGS=--max-semi-space-size=16" (node flags); PAIR_A_REF /
+// PAIR_B_REF: a commit that server runs, unpacked from git (bench/reference-build.ts), e.g.
+// PAIR=citygate,citygate PAIR_A_REF=<the commit your issue began at>. Linux only (/proc).
 import { rmSync } from "node:fs";
 import { median, pairedWindows, type Mode } from "./paired.ts";
 import { logDirectory } from "./processes.ts";
+import { resolveCommit, unpackReference, type ReferenceBuild } from "./reference-build.ts";
 import { startStubProcess } from "./stub.ts";
 import { measuredTarget, type RunningTarget } from "./targets.ts";
 
@@ -27,11 +30,21 @@ const model = "gpt-4o-mini";
 
 const stub = await startStubProcess();
 const running: RunningTarget[] = [];
+const unpacked: ReferenceBuild[] = [];
 for (const [i, t] of targets.entries()) {
   const saved = { ...process.env };
   for (const kv of (process.env[i === 0 ? "PAIR_A_ENV" : "PAIR_B_ENV"] ?? "").split(" ").filter(Boolean)) {
     const at = kv.indexOf("=");
     process.env[kv.slice(0, at)] = kv.slice(at + 1);
+  }
+  const ref = process.env[i === 0 ? "PAIR_A_REF" : "PAIR_B_REF"];
+  if (ref) {
+    const commit = resolveCommit(ref);
+    if (!commit) throw new Error(`${i === 0 ? "PAIR_A_REF" : "PAIR_B_REF"}=${ref}: no such commit in this clone`);
+    const build = unpackReference(commit);
+    unpacked.push(build);
+    process.env.BENCH_CITYGATE_ROOT = build.root;
+    console.log(`${i === 0 ? "A" : "B"} runs ${commit.slice(0, 12)} (${build.root})`);
   }
   const r = await t.start({ stub, model });
   process.env = saved;
@@ -54,5 +67,6 @@ for (const t of running) {
   await t.stop();
 }
 await stub.stop();
+for (const b of unpacked) b.remove();
 rmSync(logDirectory(), { recursive: true, force: true });
 process.exit(0);
