@@ -80,14 +80,15 @@ export function orderedJobs(jobs: Job[]): Job[] {
 }
 
 /**
- * A file that reports nothing for this long (no test started or ended) is stopped, its process
- * killed, and counted as failed. Each test has 120 s, but a test that timed out can leave a
- * server or a socket that keeps its file's process alive, and then the whole run waited until
- * CI's own limit, without a name to show for it (2026-11-29, a replicas test beside a second
- * copy of the suite). Silence, not the file's length: the longest file takes 139 s of a 5.5-minute
- * run here and twice that on a slower machine. TEST_IDLE_LIMIT_S overrides it.
+ * A file in which no test runs for this long is stopped, its process killed, and counted as
+ * failed. A test that timed out can leave a server or a socket that keeps its file's process
+ * alive after its last test, and then the whole run waited until CI's own limit, without a name
+ * to show for it (2026-11-29, a replicas test beside a second copy of the suite). Only the time
+ * with no test running counts: a running test ends by its own timeout (120 s, some more: the
+ * export and deploy tests 400 s, the PostgreSQL suites 900 s), and a file's module code and
+ * hooks between tests take seconds. TEST_IDLE_LIMIT_S overrides it.
  */
-const IDLE_LIMIT_MS = Number(process.env.TEST_IDLE_LIMIT_S ?? 300) * 1000;
+const IDLE_LIMIT_MS = Number(process.env.TEST_IDLE_LIMIT_S ?? 120) * 1000;
 
 /** A file to run, on SQLite or (the service suites' second run) on PostgreSQL. */
 interface Job {
@@ -104,9 +105,18 @@ type Counts = { tests: number; passed: number; failed: number; skipped: number; 
  */
 async function runOne(job: Job, each: (e: TestEvent) => void): Promise<{ output: string; counts: Counts; ok: boolean }> {
   const watchdog = new AbortController();
-  const idle = setTimeout(() => watchdog.abort(new Error(`no test event for ${IDLE_LIMIT_MS / 1000} s`)), IDLE_LIMIT_MS);
+  const file = resolve(ROOT, job.file);
+  // tests running in the file (test:dequeue and test:complete come as they happen); while none
+  // is, the idle timer runs
+  let running = 0;
+  let idle: NodeJS.Timeout | null = null;
+  const idleFrom = () => {
+    if (idle) idle.refresh();
+    else idle = setTimeout(() => watchdog.abort(new Error(`no test running for ${IDLE_LIMIT_MS / 1000} s`)), IDLE_LIMIT_MS);
+  };
+  idleFrom();
   const options: RunOptions = {
-    files: [resolve(ROOT, job.file)],
+    files: [file],
     timeout: 120_000,
     signal: watchdog.signal,
     cwd: ROOT,
@@ -117,7 +127,11 @@ async function runOne(job: Job, each: (e: TestEvent) => void): Promise<{ output:
   let ok = false;
   const events = run(options);
   events.on('data', (e: TestEvent) => {
-    idle.refresh();
+    if ((e.type === 'test:dequeue' || e.type === 'test:complete') && e.data.name !== file) {
+      running += e.type === 'test:dequeue' ? 1 : -1;
+      if (running > 0 && idle) (clearTimeout(idle), (idle = null));
+      else if (running === 0) idleFrom();
+    }
     each(e);
     if (e.type === 'test:summary' && !e.data.file) {
       counts = e.data.counts as unknown as Counts; // failed: Node sends it; @types/node omits it
@@ -130,9 +144,9 @@ async function runOne(job: Job, each: (e: TestEvent) => void): Promise<{ output:
   events.once('end', () => forSpec.end());
   let output = '';
   await new Promise((r) => forSpec.compose(spec).setEncoding('utf8').on('data', (d: string) => (output += d)).once('end', r));
-  clearTimeout(idle);
+  if (idle) clearTimeout(idle);
   if (watchdog.signal.aborted) {
-    output += `✖ stopped: no test started or ended for ${IDLE_LIMIT_MS / 1000} s (a test that never ended, or a handle that kept its file's process alive)\n`;
+    output += `✖ stopped: no test ran for ${IDLE_LIMIT_MS / 1000} s, and the file's process was still alive (a handle left open: a server, a socket, a timer)\n`;
     ok = false;
   }
   return { output, counts, ok };
