@@ -10,7 +10,7 @@
 //   machine (a relay costs 40 µs on one, 90 on another, and citygate's share does not scale
 //   alike), so its limit is loose: it bounds the cost, it cannot see a 15 % drift;
 // - this build ÷ the reference: the drift. The same program twice moves alike with the machine,
-//   so this ratio stays near 1.00 (0.94–1.01 in quiet runs here), and a change that costs more than `drift`
+//   so this ratio stays near 1.00 (0.935–1.028 in quiet runs here), and a change that costs more than `drift`
 //   (bench/guard.json) fails the run. A change that is worth its cost moves the reference
 //   forward (guard.json's commit), saying so and what it measured in its commit message.
 // A ratio over its limit is measured once more before it fails the run (a second measurement

@@ -31,6 +31,7 @@ const model = "gpt-4o-mini";
 const stub = await startStubProcess();
 const running: RunningTarget[] = [];
 const unpacked: ReferenceBuild[] = [];
+process.once("exit", () => unpacked.forEach((b) => b.remove())); // also when a server fails to start
 for (const [i, t] of targets.entries()) {
   const saved = { ...process.env };
   for (const kv of (process.env[i === 0 ? "PAIR_A_ENV" : "PAIR_B_ENV"] ?? "").split(" ").filter(Boolean)) {
@@ -67,6 +68,5 @@ for (const t of running) {
   await t.stop();
 }
 await stub.stop();
-for (const b of unpacked) b.remove();
 rmSync(logDirectory(), { recursive: true, force: true });
 process.exit(0);
