@@ -6,7 +6,8 @@
 //
 // Env: BENCH_DURATION (s per case, default 5), BENCH_WARMUP (s before each, default 6), BENCH_CONNECTIONS (default 32), BENCH_MODES
 // (default json,stream), CPU_TARGET (a citygate target: citygate-free, citygate, citygate-limited,
-// citygate-free-limited, citygate-3up, or bare), BENCH_CITYGATE_NODE_ARGS;
+// citygate-free-limited, citygate-3up, or bare), BENCH_CITYGATE_NODE_ARGS, BENCH_RATE (req/s over all
+// connections instead of as fast as the server answers: CPU per call at a given load);
 // CITYGATE_HEAP_TUNING=0 compares with V8's default heap (src/cli/heap.ts); BENCH_KEEP_LOGS=1 keeps the
 // servers' logs (with BENCH_CITYGATE_NODE_ARGS=--trace-gc: the collections under load).
 import { rmSync } from "node:fs";
@@ -33,7 +34,7 @@ if ("skipped" in t) throw new Error(t.skipped);
 const pid = t.process.pid;
 console.log(`${target.name}: ${connections} connections, ${durationSec}s per case (+${warmupSec}s warm-up)`);
 for (const mode of modes) {
-  const load = { url: t.chatUrl, headers: t.headers, body: BODIES[mode], connections };
+  const load = { url: t.chatUrl, headers: t.headers, body: BODIES[mode], connections, rate: Number(process.env.BENCH_RATE ?? 0) || undefined };
   await runLoad({ ...load, durationSec: warmupSec });
   const a = cpuTicks(pid);
   const r = await runLoad({ ...load, durationSec });

@@ -10,6 +10,8 @@ export type LoadOptions = {
   connections: number;
   durationSec: number;
   timeoutSec?: number;
+  /** requests per second over all connections (autocannon's overallRate); unset: as fast as the server answers */
+  rate?: number;
 };
 
 export type LoadResult = {
@@ -42,6 +44,7 @@ export function runLoad(opts: LoadOptions): Promise<LoadResult> {
         // autocannon stops only on a sample tick (default every 1 s): a 1.5 s run would load
         // the server for 2 s. Ticks every 100 ms end it within 100 ms of its duration.
         sampleInt: 100,
+        ...(opts.rate ? { overallRate: opts.rate } : {}),
       },
       (err, result) => {
         if (err) return reject(err);

@@ -65,3 +65,26 @@ export async function rotatedWindows(
   }
   return out;
 }
+
+/**
+ * Windows in which all the targets are under load at once, each with `connections` of its own,
+ * the load started in the given order and then in the reverse one, turn about: every target
+ * sees the very same moments of the machine, which turns windows apart never quite do (on a
+ * busy VM, two servers' CPU per call in one window's turns differed by up to ±40 %, at once by
+ * ±15 %). A warm-up window first. Answers the windows of each target, in the order given.
+ */
+export async function simultaneousWindows(
+  targets: RunningTarget[],
+  mode: Mode,
+  o: { rounds: number; seconds: number; connections: number; warmupSec?: number },
+): Promise<Window[][]> {
+  await Promise.all(targets.map((t) => window(t, mode, o.warmupSec ?? 2, o.connections)));
+  const out: Window[][] = targets.map(() => []);
+  const order = targets.map((_, i) => i);
+  for (let r = 0; r < o.rounds; r++) {
+    const turn = r % 2 ? [...order].reverse() : order;
+    const got = await Promise.all(turn.map((j) => window(targets[j], mode, o.seconds, o.connections)));
+    turn.forEach((j, k) => out[j].push(got[k]));
+  }
+  return out;
+}

@@ -30,6 +30,20 @@ function pin(pid: number, cpus: string): void {
   execFileSync("taskset", ["-a", "-c", "-p", cpus, String(pid)], { stdio: "ignore" });
 }
 
+/**
+ * Runs `gateways` on the machine's last CPU and `others` on the rest until the returned function
+ * is called, which lets all of them run anywhere again; on a machine of one CPU, does nothing.
+ */
+export function pinApart(gateways: number[], others: number[]): () => void {
+  const n = availableParallelism();
+  if (n < 2) return () => {};
+  for (const pid of gateways) pin(pid, String(n - 1));
+  for (const pid of others) pin(pid, `0-${n - 2}`);
+  return () => {
+    for (const pid of [...gateways, ...others]) pin(pid, `0-${n - 1}`);
+  };
+}
+
 if (GATEWAY_CPUS) {
   const gateway = new Set(
     GATEWAY_CPUS.split(",").flatMap((part) => {
