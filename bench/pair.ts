@@ -11,10 +11,13 @@
 // server starts, e.g. PAIR_B_ENV="BENCH_CITYGATE_ROOT=/path/to/other/checkout" (two versions of
 // the code) or "BENCH_CITYGATE_NODE_ARGS=--max-semi-space-size=16" (node flags); PAIR_A_REF /
 // PAIR_B_REF: a commit that server runs, unpacked from git (bench/reference-build.ts), e.g.
-// PAIR=citygate,citygate PAIR_A_REF=<the commit your issue began at>. Linux only (/proc).
+// PAIR=citygate,citygate PAIR_A_REF=<the commit your issue began at>; PAIR_AT_ONCE=1: both
+// under load at the same time, half the connections each, alone on the last CPU (as
+// bench:guard measures its drift: steadier on a busy machine, at a higher CPU per call since
+// the two share a core). Linux only (/proc, taskset).
 import { rmSync } from "node:fs";
-import { median, pairedWindows, type Mode } from "./paired.ts";
-import { logDirectory } from "./processes.ts";
+import { median, pairedWindows, simultaneousWindows, type Mode } from "./paired.ts";
+import { logDirectory, pinApart } from "./processes.ts";
 import { resolveCommit, unpackReference, type ReferenceBuild } from "./reference-build.ts";
 import { startStubProcess } from "./stub.ts";
 import { measuredTarget, type RunningTarget } from "./targets.ts";
@@ -53,9 +56,13 @@ for (const [i, t] of targets.entries()) {
   running.push(r);
 }
 const [a, b] = running;
-console.log(`A = ${a.name}, B = ${b.name}: ${rounds} rounds of ${seconds} s windows, ${connections} connections`);
+const atOnce = process.env.PAIR_AT_ONCE === "1";
+console.log(`A = ${a.name}, B = ${b.name}: ${rounds} rounds of ${seconds} s windows, ${connections} connections${atOnce ? ", both at once on one CPU" : ""}`);
+const unpin = atOnce ? pinApart([a.process.pid, b.process.pid], [process.pid, stub.process.pid]) : () => {};
 for (const mode of modes) {
-  const { A, B } = await pairedWindows(a, b, mode, { rounds, seconds, connections });
+  const { A, B } = atOnce
+    ? await simultaneousWindows([a, b], mode, { rounds, seconds, connections: Math.max(1, Math.round(connections / 2)) }).then(([A, B]) => ({ A, B }))
+    : await pairedWindows(a, b, mode, { rounds, seconds, connections });
   const diff = median(A.map((x, i) => (B[i].us - x.us) / x.us));
   const rpsRatio = median(A.map((x, i) => B[i].rps / x.rps));
   console.log(
@@ -63,6 +70,7 @@ for (const mode of modes) {
       `   req/s A ${median(A.map((x) => x.rps)).toFixed(0)}  B ${median(B.map((x) => x.rps)).toFixed(0)}  median paired B/A ${rpsRatio.toFixed(3)}`,
   );
 }
+unpin();
 for (const t of running) {
   if (t.check) console.log(`${t.name}: ${await t.check()}`);
   await t.stop();
