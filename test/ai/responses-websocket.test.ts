@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { ResponsesWS } from 'openai/resources/responses/ws';
 import WebSocket from 'ws';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startNodeServer } from '../../src/runtimes/node/server.ts';
@@ -317,6 +317,7 @@ describe('Responses over WebSocket: a drain whose deadline passes', () => {
     } finally {
       await s.stop();
       await stub.close();
+      rmSync(dir, { recursive: true, force: true }); // the database of this one test
     }
   });
 });
