@@ -101,7 +101,7 @@ try {
         const [refW, headW] = await simultaneousWindows([before, gate], mode, {
           rounds: driftRounds,
           seconds: driftSeconds,
-          connections: Math.max(1, Math.round(connections / 2)),
+          connections,
           warmupSec,
         }).finally(unpin);
         const toBefore = ratio(headW, refW);

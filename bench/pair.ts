@@ -16,7 +16,7 @@
 // bench:guard measures its drift: steadier on a busy machine, at a higher CPU per call since
 // the two share a core). Linux only (/proc, taskset).
 import { rmSync } from "node:fs";
-import { median, pairedWindows, simultaneousWindows, type Mode } from "./paired.ts";
+import { median, rotatedWindows, simultaneousWindows, type Mode } from "./paired.ts";
 import { logDirectory, pinApart } from "./processes.ts";
 import { resolveCommit, unpackReference, type ReferenceBuild } from "./reference-build.ts";
 import { startStubProcess } from "./stub.ts";
@@ -60,9 +60,7 @@ const atOnce = process.env.PAIR_AT_ONCE === "1";
 console.log(`A = ${a.name}, B = ${b.name}: ${rounds} rounds of ${seconds} s windows, ${connections} connections${atOnce ? ", both at once on one CPU" : ""}`);
 const unpin = atOnce ? pinApart([a.process.pid, b.process.pid], [process.pid, stub.process.pid]) : () => {};
 for (const mode of modes) {
-  const { A, B } = atOnce
-    ? await simultaneousWindows([a, b], mode, { rounds, seconds, connections: Math.max(1, Math.round(connections / 2)) }).then(([A, B]) => ({ A, B }))
-    : await pairedWindows(a, b, mode, { rounds, seconds, connections });
+  const [A, B] = await (atOnce ? simultaneousWindows : rotatedWindows)([a, b], mode, { rounds, seconds, connections });
   const diff = median(A.map((x, i) => (B[i].us - x.us) / x.us));
   const rpsRatio = median(A.map((x, i) => B[i].rps / x.rps));
   console.log(

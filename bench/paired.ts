@@ -1,7 +1,7 @@
-// Paired windows of load on two running servers (bench/pair.ts, bench/guard.ts): A and B take
-// turns in short windows (A B, then B A, …), so both see the same moments of the machine, and
-// each window reads the server's own CPU time from /proc. Differences of a few per cent show
-// this way on a machine where req/s moves by ±30 %.
+// Paired windows of load on running servers (bench/pair.ts, bench/guard.ts): they take turns in
+// short windows (rotatedWindows) or are loaded at once (simultaneousWindows), so all see the
+// same moments of the machine, and each window reads the server's own CPU time from /proc.
+// Differences of a few per cent show this way on a machine where req/s moves by ±30 %.
 import { chatBodies } from "./chat-bodies.ts";
 import { runLoad } from "./load.ts";
 import { cpuTicks } from "./processes.ts";
@@ -29,23 +29,11 @@ export async function window(t: RunningTarget, mode: Mode, sec: number, connecti
   return { us: ((ticks() - before) * 1e4) / Math.max(1, r.ok), rps: r.rps };
 }
 
-/** A warm-up window each, then `rounds` paired windows, the order alternating. */
-export async function pairedWindows(
-  a: RunningTarget,
-  b: RunningTarget,
-  mode: Mode,
-  o: { rounds: number; seconds: number; connections: number; warmupSec?: number },
-): Promise<{ A: Window[]; B: Window[] }> {
-  const [A, B] = await rotatedWindows([a, b], mode, o);
-  return { A, B };
-}
-
 /**
- * pairedWindows for any number of targets: a warm-up window each, then `rounds` rounds of one
- * window each. The order turns one place each round (a b c, b c a, c a b), then the same
- * backwards (c b a, b a c, a c b), so over 2 × n rounds each target comes before each other
- * one as often as after it: a window run just after another server's is not always the same
- * target's. Answers the windows of each target, in the order given; window i of every target
+ * A warm-up window each, then `rounds` rounds of one window each. The order turns one place
+ * each round (a b c, b c a, c a b), then the same backwards (c b a, b a c, a c b), so over
+ * 2 × n rounds each target comes before each other one as often as after it: a window run just
+ * after another server's is not always the same target's. Answers the windows of each target, in the order given; window i of every target
  * is from round i.
  */
 export async function rotatedWindows(
@@ -67,7 +55,7 @@ export async function rotatedWindows(
 }
 
 /**
- * Windows in which all the targets are under load at once, each with `connections` of its own,
+ * Windows in which all the targets are under load at once, `connections` shared out among them,
  * the load started in the given order and then in the reverse one, turn about: every target
  * sees the very same moments of the machine, which turns windows apart never quite do (on a
  * busy VM, two servers' CPU per call in one window's turns differed by up to ±40 %, at once by
@@ -78,12 +66,13 @@ export async function simultaneousWindows(
   mode: Mode,
   o: { rounds: number; seconds: number; connections: number; warmupSec?: number },
 ): Promise<Window[][]> {
-  await Promise.all(targets.map((t) => window(t, mode, o.warmupSec ?? 2, o.connections)));
+  const each = Math.max(1, Math.round(o.connections / targets.length));
+  await Promise.all(targets.map((t) => window(t, mode, o.warmupSec ?? 2, each)));
   const out: Window[][] = targets.map(() => []);
   const order = targets.map((_, i) => i);
   for (let r = 0; r < o.rounds; r++) {
     const turn = r % 2 ? [...order].reverse() : order;
-    const got = await Promise.all(turn.map((j) => window(targets[j], mode, o.seconds, o.connections)));
+    const got = await Promise.all(turn.map((j) => window(targets[j], mode, o.seconds, each)));
     turn.forEach((j, k) => out[j].push(got[k]));
   }
   return out;
