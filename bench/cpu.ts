@@ -22,6 +22,7 @@ const durationSec = Number(process.env.BENCH_DURATION ?? 5);
 // measured ~90 µs where the next windows gave ~75 (2026-11-29)
 const warmupSec = Number(process.env.BENCH_WARMUP ?? 6);
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 32);
+const rate = Number(process.env.BENCH_RATE ?? 0) || undefined;
 const modes = (process.env.BENCH_MODES ?? "json,stream").split(",") as ("json" | "stream")[];
 const target = measuredTarget(process.env.CPU_TARGET ?? "citygate-free", "CPU_TARGET", { bare: true });
 const model = "gpt-4o-mini";
@@ -34,7 +35,7 @@ if ("skipped" in t) throw new Error(t.skipped);
 const pid = t.process.pid;
 console.log(`${target.name}: ${connections} connections, ${durationSec}s per case (+${warmupSec}s warm-up)`);
 for (const mode of modes) {
-  const load = { url: t.chatUrl, headers: t.headers, body: BODIES[mode], connections, rate: Number(process.env.BENCH_RATE ?? 0) || undefined };
+  const load = { url: t.chatUrl, headers: t.headers, body: BODIES[mode], connections, rate };
   await runLoad({ ...load, durationSec: warmupSec });
   const a = cpuTicks(pid);
   const r = await runLoad({ ...load, durationSec });

@@ -93,7 +93,7 @@ try {
     for (let attempt = 1; attempt <= 2; attempt++) {
       // json runs first and warms the code both modes share; stream's own needs less
       const warmupSec = mode === "json" ? 2 : 1;
-      let line = "";
+      let driftText = "";
       let overDrift = false;
       if (before) {
         // the drift: both builds under load at once, alone on one CPU (the harness and the stub on the others)
@@ -106,13 +106,13 @@ try {
         }).finally(unpin);
         const toBefore = ratio(headW, refW);
         overDrift = toBefore.median > 1 + drift;
-        line += `  |  reference ${us(refW)}  this ${us(headW)}  ÷ reference ${toBefore.median.toFixed(3)} (rounds ${toBefore.range}), limit ${(1 + drift).toFixed(2)}`;
+        driftText = `  |  reference ${us(refW)}  this ${us(headW)}  ÷ reference ${toBefore.median.toFixed(3)} (rounds ${toBefore.range}), limit ${(1 + drift).toFixed(2)}`;
       }
       // the bound: the relay and this build in turns, each alone under load
       const [relayW, gateW] = await rotatedWindows([floor, gate], mode, { rounds, seconds, connections, warmupSec });
       const toRelay = ratio(gateW, relayW);
       const overRelay = toRelay.median > limits[mode];
-      line = `${mode.padEnd(6)} relay ${us(relayW)}  citygate ${us(gateW)}  ÷ relay ${toRelay.median.toFixed(2)} (rounds ${toRelay.range}), limit ${limits[mode].toFixed(2)}, goal ${limits.goal.toFixed(1)}${line}`;
+      const line = `${mode.padEnd(6)} relay ${us(relayW)}  citygate ${us(gateW)}  ÷ relay ${toRelay.median.toFixed(2)} (rounds ${toRelay.range}), limit ${limits[mode].toFixed(2)}, goal ${limits.goal.toFixed(1)}${driftText}`;
       const over = overRelay || overDrift;
       console.log(`${line}  ${!over ? "ok" : attempt === 1 ? "over: measuring again" : "FAIL"}`);
       if (!over) break;
