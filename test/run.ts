@@ -125,6 +125,7 @@ async function runOne(job: Job, each: (e: TestEvent) => void): Promise<{ output:
   const forSpec = new PassThrough({ objectMode: true });
   let counts: Counts = { tests: 0, passed: 0, failed: 0, skipped: 0, cancelled: 0, todo: 0 };
   let ok = false;
+  let reportedAt: number | null = null;
   const events = run(options);
   events.on('data', (e: TestEvent) => {
     if ((e.type === 'test:dequeue' || e.type === 'test:complete') && e.data.name !== file) {
@@ -133,6 +134,8 @@ async function runOne(job: Job, each: (e: TestEvent) => void): Promise<{ output:
       else if (running === 0) idleFrom();
     }
     each(e);
+    // the file's own summary: its process has no handle left and is running its exit hooks
+    if (e.type === 'test:summary' && e.data.file) reportedAt = performance.now();
     if (e.type === 'test:summary' && !e.data.file) {
       counts = e.data.counts as unknown as Counts; // failed: Node sends it; @types/node omits it
       ok = e.data.success;
@@ -146,8 +149,14 @@ async function runOne(job: Job, each: (e: TestEvent) => void): Promise<{ output:
   await new Promise((r) => forSpec.compose(spec).setEncoding('utf8').on('data', (d: string) => (output += d)).once('end', r));
   if (idle) clearTimeout(idle);
   if (watchdog.signal.aborted) {
-    output += `✖ stopped: no test ran for ${IDLE_LIMIT_MS / 1000} s, and the file's process was still alive (a handle left open: a server, a socket, a timer)\n`;
+    output +=
+      reportedAt === null
+        ? `✖ stopped: no test ran for ${IDLE_LIMIT_MS / 1000} s, and the file's process was still alive (a handle left open: a server, a socket, a timer)\n`
+        : `✖ stopped: the file's tests had ended and it had reported, but its process had not ended ${((performance.now() - reportedAt) / 1000).toFixed(0)} s later (a slow 'exit' hook, or a child process holding its output)\n`;
     ok = false;
+  } else if (reportedAt !== null && performance.now() - reportedAt > 10_000) {
+    // it passed, but near the watchdog: say so before it fails somewhere slower
+    output += `⚠ the file's process took ${((performance.now() - reportedAt) / 1000).toFixed(0)} s to end after its tests (its 'exit' hooks)\n`;
   }
   return { output, counts, ok };
 }
