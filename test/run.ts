@@ -154,8 +154,9 @@ async function runOne(job: Job, each: (e: TestEvent) => void): Promise<{ output:
         ? `✖ stopped: no test ran for ${IDLE_LIMIT_MS / 1000} s, and the file's process was still alive (a handle left open: a server, a socket, a timer)\n`
         : `✖ stopped: the file's tests had ended and it had reported, but its process had not ended ${((performance.now() - reportedAt) / 1000).toFixed(0)} s later (a slow 'exit' hook, or a child process holding its output)\n`;
     ok = false;
-  } else if (reportedAt !== null && performance.now() - reportedAt > 10_000) {
-    // it passed, but near the watchdog: say so before it fails somewhere slower
+  } else if (reportedAt !== null && performance.now() - reportedAt > 30_000) {
+    // it passed, but a quarter of the way to the watchdog: say so before it fails somewhere
+    // slower (dropping a file's PostgreSQL databases takes up to 20 s under load, and is bounded)
     output += `⚠ the file's process took ${((performance.now() - reportedAt) / 1000).toFixed(0)} s to end after its tests (its 'exit' hooks)\n`;
   }
   return { output, counts, ok };
