@@ -4,7 +4,7 @@
 // steadier than req/s on a shared machine (other processes take cores, not this process's CPU
 // per call). Also prints the server's peak RSS. Linux only (/proc).
 //
-// Env: BENCH_DURATION (s per case, default 5), BENCH_WARMUP (s before each, default 6), BENCH_CONNECTIONS (default 32), BENCH_MODES
+// Env: BENCH_DURATION (s per case, default 5), BENCH_WARMUP (s of load in each mode before any is measured, default 6), BENCH_CONNECTIONS (default 32), BENCH_MODES
 // (default json,stream), CPU_TARGET (a citygate target: citygate-free, citygate, citygate-limited,
 // citygate-free-limited, citygate-3up, or bare), BENCH_CITYGATE_NODE_ARGS, BENCH_RATE (req/s over all
 // connections instead of as fast as the server answers: CPU per call at a given load);
@@ -33,10 +33,17 @@ const stub = await startStubProcess();
 const t = await target.start({ stub, model });
 if ("skipped" in t) throw new Error(t.skipped);
 const pid = t.process.pid;
-console.log(`${target.name}: ${connections} connections, ${durationSec}s per case (+${warmupSec}s warm-up)`);
+console.log(`${target.name}: ${connections} connections, ${durationSec}s per case (every mode warmed up ${warmupSec}s first, then 1s before its case)`);
+const loadOf = (mode: "json" | "stream") => ({ url: t.chatUrl, headers: t.headers, body: BODIES[mode], connections, rate });
+// Every mode is loaded before any is measured. A server keeps getting cheaper for a while after
+// its boot (citygate longer than the relay: more code to compile), so a first mode measured after
+// its own warm-up alone paid for the rest of it: pinned, citygate's json cost 258 µs a call 2–7 s
+// after its boot and 163–185 from 7 s on; stream measured first cost 1.3–2 × stream measured
+// second (2026-11-29).
+for (const mode of modes) await runLoad({ ...loadOf(mode), durationSec: warmupSec });
 for (const mode of modes) {
-  const load = { url: t.chatUrl, headers: t.headers, body: BODIES[mode], connections, rate };
-  await runLoad({ ...load, durationSec: warmupSec });
+  const load = loadOf(mode);
+  await runLoad({ ...load, durationSec: 1 }); // this mode's own steady state again
   const a = cpuTicks(pid);
   const r = await runLoad({ ...load, durationSec });
   const b = cpuTicks(pid);
