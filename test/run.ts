@@ -86,7 +86,9 @@ export function orderedJobs(jobs: Job[]): Job[] {
  * to show for it (2026-11-29, a replicas test beside a second copy of the suite). Only the time
  * with no test running counts: a running test ends by its own timeout (120 s, some more: the
  * export and deploy tests 400 s, the PostgreSQL suites 900 s), and a file's module code and
- * hooks between tests take seconds. TEST_IDLE_LIMIT_S overrides it.
+ * hooks between tests take seconds. The time a file's process takes to end after its last test
+ * counts too (its 'exit' hooks): heavy cleanup belongs in the test, under its own timeout.
+ * TEST_IDLE_LIMIT_S overrides it.
  */
 const IDLE_LIMIT_MS = Number(process.env.TEST_IDLE_LIMIT_S ?? 120) * 1000;
 
