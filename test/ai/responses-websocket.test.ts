@@ -9,10 +9,9 @@ import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { ResponsesWS } from 'openai/resources/responses/ws';
 import WebSocket from 'ws';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startNodeServer } from '../../src/runtimes/node/server.ts';
+import { tempDir } from '../helpers/gateway.ts';
 import { client } from '../helpers/http.ts';
 import { sqlAll } from '../helpers/sql.ts';
 import { countWords, promptTokens, startOpenAIStub } from '../stubs/openai.ts';
@@ -273,7 +272,7 @@ describe('Responses over WebSocket', () => {
 describe('Responses over WebSocket: a drain whose deadline passes', () => {
   test('SIGTERM with a turn longer than SHUTDOWN_TIMEOUT_MS: the turn ends with its error event, charged by the estimate, the socket closes 1001, all within the deadline', async () => {
     const stub = await startOpenAIStub({ streamSlowMs: 500 }); // 20 chunks: 10 s
-    const dir = mkdtempSync(join(tmpdir(), 'citygate-ws-deadline-'));
+    const dir = tempDir('citygate-ws-deadline-');
     const key = 'ws-deadline-admin-key-0123456789abcdef';
     const s = await startNodeServer(
       {
@@ -317,7 +316,6 @@ describe('Responses over WebSocket: a drain whose deadline passes', () => {
     } finally {
       await s.stop();
       await stub.close();
-      rmSync(dir, { recursive: true, force: true }); // the database of this one test
     }
   });
 });
