@@ -33,8 +33,8 @@ export async function window(t: RunningTarget, mode: Mode, sec: number, connecti
  * A warm-up window each, then `rounds` rounds of one window each. The order turns one place
  * each round (a b c, b c a, c a b), then the same backwards (c b a, b a c, a c b), so over
  * 2 × n rounds each target comes before each other one as often as after it: a window run just
- * after another server's is not always the same target's. Answers the windows of each target, in the order given; window i of every target
- * is from round i.
+ * after another server's is not always the same target's. Answers the windows of each target,
+ * in the order given; window i of every target is from round i.
  */
 export async function rotatedWindows(
   targets: RunningTarget[],
