@@ -13,6 +13,7 @@
 import { rmSync } from "node:fs";
 import { chatBodies } from "./chat-bodies.ts";
 import { runLoad } from "./load.ts";
+import { DEFERRED_WORK_MS } from "./paired.ts";
 import { cpuTicks, logDirectory, memoryOf } from "./processes.ts";
 import { startStubProcess } from "./stub.ts";
 import { measuredTarget } from "./targets.ts";
@@ -46,6 +47,7 @@ for (const mode of modes) {
   await runLoad({ ...load, durationSec: 1 }); // this mode's own steady state again
   const a = cpuTicks(pid);
   const r = await runLoad({ ...load, durationSec });
+  await new Promise((res) => setTimeout(res, DEFERRED_WORK_MS)); // the last usage batch counts too
   const b = cpuTicks(pid);
   const us = (ticks: number) => ((ticks * TICK_US) / Math.max(1, r.ok)).toFixed(0);
   console.log(`${mode.padEnd(6)} req/s ${String(r.rps).padStart(5)}  cpu µs/req ${us(b.user - a.user + b.sys - a.sys).padStart(4)} (system ${us(b.sys - a.sys)})  p99 ${r.p99Ms} ms  errors ${r.errors}`);

@@ -26,10 +26,12 @@ const durationSec = Number(process.env.BENCH_DURATION ?? 8);
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const top = Number(process.env.PROFILE_TOP ?? 40);
 const out = process.env.PROFILE_OUT ?? `/tmp/citygate-${mode}.${kind === "cpu" ? "cpuprofile" : "heapprofile"}`;
-const target = measuredTarget(process.env.CPU_TARGET ?? "citygate-free", "CPU_TARGET");
+const target = measuredTarget(process.env.CPU_TARGET ?? "citygate-free", "CPU_TARGET", { bare: true });
 
 const port = await freePort();
-process.env.BENCH_CITYGATE_NODE_ARGS = `${process.env.BENCH_CITYGATE_NODE_ARGS ?? ""} --inspect=127.0.0.1:${port}`.trim();
+// the target's own process gets the inspector (citygate's or the floor's flags)
+const flags = target.name === "bare" || target.name === "relay" ? "BENCH_FLOOR_NODE_ARGS" : "BENCH_CITYGATE_NODE_ARGS";
+process.env[flags] = `${process.env[flags] ?? ""} --inspect=127.0.0.1:${port}`.trim();
 const stub = await startStubProcess();
 const t = await target.start({ stub, model: "gpt-4o-mini" });
 if ("skipped" in t) throw new Error(t.skipped);

@@ -292,6 +292,9 @@ export const citygate3 = citygateTarget("citygate-3up", true, false, 3);
 
 // ---- (d) bare: Hono + undici relay, nothing else — the floor of a Node gateway ------------
 
+/** BENCH_FLOOR_NODE_ARGS: node flags for the bare and relay processes (bench/profile.ts sets it). */
+const floorNodeArgs = () => process.env.BENCH_FLOOR_NODE_ARGS?.split(" ").filter(Boolean);
+
 const BARE_ENTRY = fileURLToPath(new URL("./bare-server.ts", import.meta.url));
 
 export const bare: Target = {
@@ -304,6 +307,7 @@ export const bare: Target = {
       name: "bare",
       gateway: true,
       args: [BARE_ENTRY],
+      nodeArgs: floorNodeArgs(),
       cwd: REPO_ROOT,
       env: { NODE_ENV: "production", PORT: String(port), UPSTREAM: stub.url, UPSTREAM_KEY: stub.apiKey },
       ready: () => answersHttp(origin + "/"),
@@ -326,6 +330,7 @@ export const relay: Target = {
       name: "relay",
       gateway: true,
       args: [RELAY_ENTRY],
+      nodeArgs: floorNodeArgs(),
       cwd: REPO_ROOT,
       env: { NODE_ENV: "production", PORT: String(port), UPSTREAM: stub.url, UPSTREAM_KEY: stub.apiKey },
       ready: () => answersHttp(origin + "/"),
