@@ -7,7 +7,7 @@
 // the objects that outlived a young collection, what makes full collections), and writes the
 // raw profile for DevTools.
 //
-// Env: PROFILE (cpu | alloc | promoted, default cpu), CPU_TARGET (a citygate target, default citygate-free),
+// Env: PROFILE (cpu | alloc | promoted, default cpu), CPU_TARGET (a citygate target, default citygate-free; or relay, bare),
 // BENCH_MODES (one mode: json or stream, default json), BENCH_DURATION (s, default 8),
 // BENCH_CONNECTIONS (default 32), PROFILE_TOP (rows, default 40), PROFILE_OUT (file written).
 import { writeFileSync } from "node:fs";
