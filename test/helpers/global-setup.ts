@@ -6,8 +6,11 @@
 //     one (StartOptions.freshDatabase);
 //   - the Worker's bundle (wrangler, ~3 s of CPU), which a dozen edge test files would each
 //     make again. Removed at the end;
-//   - the gateway's bundle, which the test gateways boot from (test/helpers/serve-bundle.ts).
+//   - the gateway's bundle, which the test gateways boot from (test/helpers/serve-bundle.ts);
+//   - a run id, which its PostgreSQL databases are named after: each test process drops its own
+//     as it exits, without waiting, and the end drops whatever of the run is left.
 // A run started by another (the PostgreSQL suites) inherits them all through the environment.
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,7 +18,7 @@ import { migrate } from '../../src/db/migrate.ts';
 import { openNodeSqlite } from '../../src/db/dialects/node-sqlite.ts';
 import { openPostgres } from '../../src/db/dialects/postgres.ts';
 import { SERVE_BUNDLE_ENV, SQLITE_TEMPLATE_ENV } from './gateway.ts';
-import { createTestDatabase, pgSkipReason, TEMPLATE_ENV } from './postgres.ts';
+import { createTestDatabase, dropRunDatabases, pgSkipReason, RUN_ENV, TEMPLATE_ENV } from './postgres.ts';
 import { bundleServe } from './serve-bundle.ts';
 import { bundleInto, SHARED_BUNDLE_ENV, WORKER_ENTRY } from './worker.ts';
 
@@ -24,7 +27,14 @@ let bundleDir: string | null = null;
 let sqliteDir: string | null = null;
 let serveDir: string | null = null;
 
+let ownRun = false;
+
 export async function globalSetup(): Promise<void> {
+  // the run's PostgreSQL databases are named after it (swept at its end); a run started by another inherits it
+  if (!process.env[RUN_ENV]) {
+    process.env[RUN_ENV] = randomBytes(4).toString('hex');
+    ownRun = true;
+  }
   await Promise.all([postgresTemplate(), sqliteTemplate(), workerBundle(), serveBundle()]);
 }
 
@@ -83,4 +93,5 @@ async function postgresTemplate(): Promise<void> {
 export async function globalTeardown(): Promise<void> {
   for (const dir of [bundleDir, sqliteDir, serveDir]) if (dir) rmSync(dir, { recursive: true, force: true });
   await drop?.();
+  if (ownRun) await dropRunDatabases();
 }
