@@ -30,7 +30,7 @@ import { median, rotatedWindows, simultaneousWindows, type Mode, type Window } f
 import { logDirectory, pinApart } from "./processes.ts";
 import { resolveCommit, unpackReference, type ReferenceBuild } from "./reference-build.ts";
 import { startStubProcess } from "./stub.ts";
-import { citygate, relay, type RunningTarget } from "./targets.ts";
+import { citygate, relay, startWithEnv, type RunningTarget } from "./targets.ts";
 
 type Config = { limits: Record<Mode, number> & { goal: number }; reference: { commit: string; drift: number } };
 const config: Config = JSON.parse(readFileSync(new URL("./guard.json", import.meta.url), "utf8"));
@@ -62,17 +62,9 @@ if (wanted !== "none") {
 const stub = await startStubProcess();
 const servers: RunningTarget[] = [];
 const start = async (t: typeof citygate, root?: string) => {
-  const own = process.env.BENCH_CITYGATE_ROOT;
-  if (root) process.env.BENCH_CITYGATE_ROOT = root;
-  try {
-    const r = await t.start({ stub, model: "gpt-4o-mini" });
-    if ("skipped" in r) throw new Error(r.skipped);
-    servers.push(r);
-    return r;
-  } finally {
-    if (own === undefined) delete process.env.BENCH_CITYGATE_ROOT;
-    else process.env.BENCH_CITYGATE_ROOT = own;
-  }
+  const r = await startWithEnv(t, { stub, model: "gpt-4o-mini" }, root ? { BENCH_CITYGATE_ROOT: root } : {});
+  servers.push(r);
+  return r;
 };
 let failed = false;
 try {

@@ -20,7 +20,7 @@ import { median, rotatedWindows, simultaneousWindows, type Mode } from "./paired
 import { logDirectory, pinApart } from "./processes.ts";
 import { resolveCommit, unpackReference, type ReferenceBuild } from "./reference-build.ts";
 import { startStubProcess } from "./stub.ts";
-import { measuredTarget, type RunningTarget } from "./targets.ts";
+import { measuredTarget, startWithEnv, type RunningTarget } from "./targets.ts";
 
 const names = (process.env.PAIR ?? "citygate-free,citygate-free-limited").split(",");
 if (names.length !== 2) throw new Error("PAIR must name two targets of bench/targets.ts: citygate ones, bare or relay");
@@ -36,10 +36,10 @@ const running: RunningTarget[] = [];
 const unpacked: ReferenceBuild[] = [];
 process.once("exit", () => unpacked.forEach((b) => b.remove())); // also when a server fails to start
 for (const [i, t] of targets.entries()) {
-  const saved = { ...process.env };
+  const env: Record<string, string> = {};
   for (const kv of (process.env[i === 0 ? "PAIR_A_ENV" : "PAIR_B_ENV"] ?? "").split(" ").filter(Boolean)) {
     const at = kv.indexOf("=");
-    process.env[kv.slice(0, at)] = kv.slice(at + 1);
+    env[kv.slice(0, at)] = kv.slice(at + 1);
   }
   const ref = process.env[i === 0 ? "PAIR_A_REF" : "PAIR_B_REF"];
   if (ref) {
@@ -47,28 +47,28 @@ for (const [i, t] of targets.entries()) {
     if (!commit) throw new Error(`${i === 0 ? "PAIR_A_REF" : "PAIR_B_REF"}=${ref}: no such commit in this clone`);
     const build = unpackReference(commit);
     unpacked.push(build);
-    process.env.BENCH_CITYGATE_ROOT = build.root;
+    env.BENCH_CITYGATE_ROOT = build.root;
     console.log(`${i === 0 ? "A" : "B"} runs ${commit.slice(0, 12)} (${build.root})`);
   }
-  const r = await t.start({ stub, model });
-  process.env = saved;
-  if ("skipped" in r) throw new Error(r.skipped);
-  running.push(r);
+  running.push(await startWithEnv(t, { stub, model }, env));
 }
 const [a, b] = running;
 const atOnce = process.env.PAIR_AT_ONCE === "1";
 console.log(`A = ${a.name}, B = ${b.name}: ${rounds} rounds of ${seconds} s windows, ${connections} connections${atOnce ? ", both at once on one CPU" : ""}`);
 const unpin = atOnce ? pinApart([a.process.pid, b.process.pid], [process.pid, stub.process.pid]) : () => {};
-for (const mode of modes) {
-  const [A, B] = await (atOnce ? simultaneousWindows : rotatedWindows)([a, b], mode, { rounds, seconds, connections });
-  const diff = median(A.map((x, i) => (B[i].us - x.us) / x.us));
-  const rpsRatio = median(A.map((x, i) => B[i].rps / x.rps));
-  console.log(
-    `${mode.padEnd(6)} cpu µs/call A ${median(A.map((x) => x.us)).toFixed(0)}  B ${median(B.map((x) => x.us)).toFixed(0)}  median paired (B−A)/A ${(100 * diff).toFixed(1)} %` +
-      `   req/s A ${median(A.map((x) => x.rps)).toFixed(0)}  B ${median(B.map((x) => x.rps)).toFixed(0)}  median paired B/A ${rpsRatio.toFixed(3)}`,
-  );
+try {
+  for (const mode of modes) {
+    const [A, B] = await (atOnce ? simultaneousWindows : rotatedWindows)([a, b], mode, { rounds, seconds, connections });
+    const diff = median(A.map((x, i) => (B[i].us - x.us) / x.us));
+    const rpsRatio = median(A.map((x, i) => B[i].rps / x.rps));
+    console.log(
+      `${mode.padEnd(6)} cpu µs/call A ${median(A.map((x) => x.us)).toFixed(0)}  B ${median(B.map((x) => x.us)).toFixed(0)}  median paired (B−A)/A ${(100 * diff).toFixed(1)} %` +
+        `   req/s A ${median(A.map((x) => x.rps)).toFixed(0)}  B ${median(B.map((x) => x.rps)).toFixed(0)}  median paired B/A ${rpsRatio.toFixed(3)}`,
+    );
+  }
+} finally {
+  unpin();
 }
-unpin();
 for (const t of running) {
   if (t.check) console.log(`${t.name}: ${await t.check()}`);
   await t.stop();

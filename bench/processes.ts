@@ -30,28 +30,44 @@ function pin(pid: number, cpus: string): void {
   execFileSync("taskset", ["-a", "-c", "-p", cpus, String(pid)], { stdio: "ignore" });
 }
 
+/** A CPU list as taskset and /proc write it ("0-3,6"), as numbers. */
+const cpusOf = (list: string): number[] =>
+  list.split(",").flatMap((part) => {
+    const [a, b] = part.split("-").map(Number);
+    return Array.from({ length: (b ?? a) - a + 1 }, (_, i) => a + i);
+  });
+
 /**
- * Runs `gateways` on the machine's last CPU and `others` on the rest until the returned function
- * is called, which lets all of them run anywhere again; on a machine of one CPU, does nothing.
+ * The CPUs this process may run on, read before anything is pinned: a container's cpuset need
+ * not be 0..n−1. Where /proc does not say, 0..n−1.
+ */
+const ALLOWED_CPUS: number[] = (() => {
+  try {
+    const line = /^Cpus_allowed_list:\s*(\S+)$/m.exec(readFileSync("/proc/self/status", "utf8"));
+    if (line) return cpusOf(line[1]);
+  } catch {
+    /* not Linux: as below */
+  }
+  return Array.from({ length: availableParallelism() }, (_, i) => i);
+})();
+
+/**
+ * Runs `gateways` on the last allowed CPU and `others` on the rest until the returned function
+ * is called, which lets all of them run on every allowed CPU again; with one CPU, does nothing.
  */
 export function pinApart(gateways: number[], others: number[]): () => void {
-  const n = availableParallelism();
-  if (n < 2) return () => {};
-  for (const pid of gateways) pin(pid, String(n - 1));
-  for (const pid of others) pin(pid, `0-${n - 2}`);
+  const cpus = ALLOWED_CPUS;
+  if (cpus.length < 2) return () => {};
+  for (const pid of gateways) pin(pid, String(cpus.at(-1)));
+  for (const pid of others) pin(pid, cpus.slice(0, -1).join(","));
   return () => {
-    for (const pid of [...gateways, ...others]) pin(pid, `0-${n - 1}`);
+    for (const pid of [...gateways, ...others]) pin(pid, cpus.join(","));
   };
 }
 
 if (GATEWAY_CPUS) {
-  const gateway = new Set(
-    GATEWAY_CPUS.split(",").flatMap((part) => {
-      const [a, b] = part.split("-").map(Number);
-      return Array.from({ length: (b ?? a) - a + 1 }, (_, i) => a + i);
-    }),
-  );
-  const rest = Array.from({ length: availableParallelism() }, (_, i) => i).filter((c) => !gateway.has(c));
+  const gateway = new Set(cpusOf(GATEWAY_CPUS));
+  const rest = ALLOWED_CPUS.filter((c) => !gateway.has(c));
   if (rest.length === 0) throw new Error(`BENCH_GATEWAY_CPUS=${GATEWAY_CPUS} leaves no CPU for the load generator`);
   pin(process.pid, rest.join(","));
 }

@@ -378,6 +378,23 @@ export const portkey: Target = {
   },
 };
 
+/**
+ * Starts `t` with `env` set in this process's environment (a target's settings are read from it
+ * as it starts, e.g. BENCH_CITYGATE_ROOT: another checkout), then puts the environment back,
+ * also when the start fails. A skipped target throws its reason.
+ */
+export async function startWithEnv(t: Target, ctx: TargetContext, env: Record<string, string>): Promise<RunningTarget> {
+  const saved = { ...process.env };
+  Object.assign(process.env, env);
+  try {
+    const r = await t.start(ctx);
+    if ("skipped" in r) throw new Error(r.skipped);
+    return r;
+  } finally {
+    process.env = saved;
+  }
+}
+
 export const TARGETS: Target[] = [direct, relay, bare, citygate, citygateFree, citygateLimited, citygateFreeLimited, citygate3, portkey];
 
 /**
