@@ -6,17 +6,18 @@
 //
 // Env: BENCH_DURATION (s per case, default 5), BENCH_WARMUP (s of load in each mode before any is measured, default 6), BENCH_CONNECTIONS (default 32), BENCH_MODES
 // (default json,stream), CPU_TARGET (a citygate target: citygate-free, citygate, citygate-limited,
-// citygate-free-limited, citygate-3up, or bare), BENCH_CITYGATE_NODE_ARGS, BENCH_RATE (req/s over all
+// citygate-free-limited, citygate-3up, or bare or relay; several, comma-separated: all in one run,
+// taking turns, see sameRun below; CPU_ROUNDS turns each, default 5), BENCH_CITYGATE_NODE_ARGS, BENCH_RATE (req/s over all
 // connections instead of as fast as the server answers: CPU per call at a given load);
 // CITYGATE_HEAP_TUNING=0 compares with V8's default heap (src/cli/heap.ts); BENCH_KEEP_LOGS=1 keeps the
 // servers' logs (with BENCH_CITYGATE_NODE_ARGS=--trace-gc: the collections under load).
 import { rmSync } from "node:fs";
 import { chatBodies } from "./chat-bodies.ts";
 import { runLoad } from "./load.ts";
-import { DEFERRED_WORK_MS } from "./paired.ts";
+import { DEFERRED_WORK_MS, median, rotatedWindows } from "./paired.ts";
 import { cpuTicks, logDirectory, memoryOf } from "./processes.ts";
 import { startStubProcess } from "./stub.ts";
-import { measuredTarget } from "./targets.ts";
+import { measuredTarget, type RunningTarget } from "./targets.ts";
 
 const durationSec = Number(process.env.BENCH_DURATION ?? 5);
 // citygate's first seconds under load still compile its code: after 2 s, a charged json call
@@ -25,10 +26,16 @@ const warmupSec = Number(process.env.BENCH_WARMUP ?? 6);
 const connections = Number(process.env.BENCH_CONNECTIONS ?? 32);
 const rate = Number(process.env.BENCH_RATE ?? 0) || undefined;
 const modes = (process.env.BENCH_MODES ?? "json,stream").split(",") as ("json" | "stream")[];
-const target = measuredTarget(process.env.CPU_TARGET ?? "citygate-free", "CPU_TARGET", { bare: true });
 const model = "gpt-4o-mini";
+const sameRunRounds = Number(process.env.CPU_ROUNDS ?? 5);
 const BODIES = chatBodies(model);
 const TICK_US = 1e6 / 100; // USER_HZ
+const names = (process.env.CPU_TARGET ?? "citygate-free").split(",");
+if (names.length > 1) {
+  await sameRun(names);
+  process.exit(0);
+}
+const target = measuredTarget(names[0], "CPU_TARGET", { bare: true });
 
 const stub = await startStubProcess();
 const t = await target.start({ stub, model });
@@ -58,3 +65,43 @@ await stub.stop();
 if (process.env.BENCH_KEEP_LOGS === "1") console.log(`server logs: ${logDirectory()}`);
 else rmSync(logDirectory(), { recursive: true, force: true });
 process.exit(0);
+
+/**
+ * CPU_TARGET=relay,citygate (several targets): all of them in one run, as issue 32 asks ("that
+ * relay and citygate measured in the same run"). Each is warmed up as above; then, per mode,
+ * they take turns in CPU_ROUNDS rounds of durationSec / CPU_ROUNDS s each (bench/paired.ts:
+ * rotatedWindows, late usage writes counted), so every target gets the same measured seconds
+ * as alone, spread over the same minute of the machine. Prints each target's median CPU µs per
+ * call and req/s, and its median ratio, round by round, to the first target.
+ */
+async function sameRun(list: string[]): Promise<void> {
+  const targets = list.map((n) => measuredTarget(n, "CPU_TARGET", { bare: true }));
+  const stub = await startStubProcess();
+  const running: RunningTarget[] = [];
+  for (const t of targets) {
+    const r = await t.start({ stub, model });
+    if ("skipped" in r) throw new Error(r.skipped);
+    running.push(r);
+  }
+  const seconds = durationSec / sameRunRounds;
+  console.log(`${list.join(", ")} in one run: ${connections} connections, each target ${sameRunRounds} turns of ${seconds} s per mode (every mode warmed up ${warmupSec}s first, then 1s before its turns)`);
+  for (const t of running) for (const mode of modes) await runLoad({ url: t.chatUrl, headers: t.headers, body: BODIES[mode], connections, durationSec: warmupSec });
+  for (const mode of modes) {
+    const windows = await rotatedWindows(running, mode, { rounds: sameRunRounds, seconds, connections, warmupSec: 1 });
+    const [first] = windows;
+    const cells = running.map((t, j) => {
+      const us = median(windows[j].map((w) => w.us));
+      const rps = median(windows[j].map((w) => w.rps));
+      const ratio = j === 0 ? "" : ` (${median(windows[j].map((w, i) => w.us / first[i].us)).toFixed(2)} ×)`;
+      return `${t.name} ${us.toFixed(0)} µs${ratio} ${rps.toFixed(0)} req/s`;
+    });
+    console.log(`${mode.padEnd(6)} ${cells.join("  |  ")}`);
+  }
+  for (const t of running) {
+    console.log(`${t.name}: peak RSS ${memoryOf(t.process.pid)?.peakRssMb} MB${t.check ? `; ${await t.check()}` : ""}`);
+    await t.stop();
+  }
+  await stub.stop();
+  if (process.env.BENCH_KEEP_LOGS === "1") console.log(`server logs: ${logDirectory()}`);
+  else rmSync(logDirectory(), { recursive: true, force: true });
+}
