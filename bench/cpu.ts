@@ -7,17 +7,16 @@
 // Env: BENCH_DURATION (s per case, default 5), BENCH_WARMUP (s of load in each mode before any is measured, default 6), BENCH_CONNECTIONS (default 32), BENCH_MODES
 // (default json,stream), CPU_TARGET (a citygate target: citygate-free, citygate, citygate-limited,
 // citygate-free-limited, citygate-3up, or bare or relay; several, comma-separated: all in one run,
-// taking turns, see sameRun below; CPU_ROUNDS turns each, default 5), BENCH_CITYGATE_NODE_ARGS, BENCH_RATE (req/s over all
+// taking turns, see sameRun below; CPU_ROUNDS turns each, default 5), BENCH_CITYGATE_NODE_ARGS, BENCH_RATE (one target only: req/s over all
 // connections instead of as fast as the server answers: CPU per call at a given load);
 // CITYGATE_HEAP_TUNING=0 compares with V8's default heap (src/cli/heap.ts); BENCH_KEEP_LOGS=1 keeps the
 // servers' logs (with BENCH_CITYGATE_NODE_ARGS=--trace-gc: the collections under load).
-import { rmSync } from "node:fs";
 import { chatBodies } from "./chat-bodies.ts";
 import { runLoad } from "./load.ts";
 import { DEFERRED_WORK_MS, median, rotatedWindows } from "./paired.ts";
-import { cpuTicks, logDirectory, memoryOf } from "./processes.ts";
+import { cpuTicks, memoryOf, removeLogDirectory } from "./processes.ts";
 import { startStubProcess } from "./stub.ts";
-import { measuredTarget, type RunningTarget } from "./targets.ts";
+import { measuredTarget, startWithEnv, type RunningTarget } from "./targets.ts";
 
 const durationSec = Number(process.env.BENCH_DURATION ?? 5);
 // citygate's first seconds under load still compile its code: after 2 s, a charged json call
@@ -62,8 +61,7 @@ for (const mode of modes) {
 console.log(`peak RSS ${memoryOf(pid)?.peakRssMb} MB`);
 await t.stop();
 await stub.stop();
-if (process.env.BENCH_KEEP_LOGS === "1") console.log(`server logs: ${logDirectory()}`);
-else rmSync(logDirectory(), { recursive: true, force: true });
+removeLogDirectory();
 process.exit(0);
 
 /**
@@ -78,11 +76,7 @@ async function sameRun(list: string[]): Promise<void> {
   const targets = list.map((n) => measuredTarget(n, "CPU_TARGET", { bare: true }));
   const stub = await startStubProcess();
   const running: RunningTarget[] = [];
-  for (const t of targets) {
-    const r = await t.start({ stub, model });
-    if ("skipped" in r) throw new Error(r.skipped);
-    running.push(r);
-  }
+  for (const t of targets) running.push(await startWithEnv(t, { stub, model }, {}));
   const seconds = durationSec / sameRunRounds;
   console.log(`${list.join(", ")} in one run: ${connections} connections, each target ${sameRunRounds} turns of ${seconds} s per mode (every mode warmed up ${warmupSec}s first, then 1s before its turns)`);
   for (const t of running) for (const mode of modes) await runLoad({ url: t.chatUrl, headers: t.headers, body: BODIES[mode], connections, durationSec: warmupSec });
@@ -97,11 +91,14 @@ async function sameRun(list: string[]): Promise<void> {
     });
     console.log(`${mode.padEnd(6)} ${cells.join("  |  ")}`);
   }
-  for (const t of running) {
-    console.log(`${t.name}: peak RSS ${memoryOf(t.process.pid)?.peakRssMb} MB${t.check ? `; ${await t.check()}` : ""}`);
-    await t.stop();
+  // every server is stopped (its data directory removed) even when a money check fails
+  try {
+    for (const t of running) {
+      console.log(`${t.name}: peak RSS ${memoryOf(t.process.pid)?.peakRssMb} MB${t.check ? `; ${await t.check()}` : ""}`);
+    }
+  } finally {
+    for (const t of running) await t.stop();
+    await stub.stop();
+    removeLogDirectory();
   }
-  await stub.stop();
-  if (process.env.BENCH_KEEP_LOGS === "1") console.log(`server logs: ${logDirectory()}`);
-  else rmSync(logDirectory(), { recursive: true, force: true });
 }

@@ -2,7 +2,7 @@
 // process, on the same Node as the harness (process.execPath), so none shares the load
 // generator's event loop.
 import { execFileSync, fork, spawn, type ChildProcess } from "node:child_process";
-import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readSync, fstatSync } from "node:fs";
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, fstatSync } from "node:fs";
 import { createServer } from "node:net";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -103,6 +103,12 @@ let logDir: string | undefined;
 export function logDirectory(): string {
   logDir ??= mkdtempSync(join(tmpdir(), "citygate-bench-logs-"));
   return logDir;
+}
+
+/** The end of a tool's run: the servers' logs are removed, or kept and their directory printed with BENCH_KEEP_LOGS=1. */
+export function removeLogDirectory(): void {
+  if (process.env.BENCH_KEEP_LOGS === "1") console.log(`server logs: ${logDirectory()}`);
+  else rmSync(logDirectory(), { recursive: true, force: true });
 }
 
 function readTail(path: string): string {

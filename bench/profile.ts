@@ -10,10 +10,10 @@
 // Env: PROFILE (cpu | alloc | promoted, default cpu), CPU_TARGET (a citygate target, default citygate-free; or relay, bare),
 // BENCH_MODES (one mode: json or stream, default json), BENCH_DURATION (s, default 8),
 // BENCH_CONNECTIONS (default 32), PROFILE_TOP (rows, default 40), PROFILE_OUT (file written).
-import { rmSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { chatBodies } from "./chat-bodies.ts";
 import { runLoad } from "./load.ts";
-import { freePort, logDirectory } from "./processes.ts";
+import { freePort, removeLogDirectory } from "./processes.ts";
 import { startStubProcess } from "./stub.ts";
 import { measuredTarget } from "./targets.ts";
 
@@ -57,7 +57,7 @@ if (kind === "cpu") {
 inspector.close();
 await t.stop();
 await stub.stop();
-if (process.env.BENCH_KEEP_LOGS !== "1") rmSync(logDirectory(), { recursive: true, force: true }); // as cpu.ts
+removeLogDirectory();
 writeFileSync(out, JSON.stringify(profile));
 
 const byFunction: Ranked = new Map();

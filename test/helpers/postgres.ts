@@ -45,8 +45,10 @@ export const RUN_ENV = 'CITYGATE_TEST_PG_RUN';
 const runPrefix = () => (process.env[RUN_ENV] ? `citygate_t_${process.env[RUN_ENV]}_` : 'citygate_t_');
 
 // Drops the databases named after the server URL, 4 at once. Each DROP DATABASE waits for a
-// checkpoint of the whole server; drops at once share them.
+// checkpoint of the whole server; drops at once share them. A server that stops answering does
+// not keep it alive past a minute (what it left is named citygate_t_…, to drop by hand).
 const DROP_SCRIPT = `import pg from 'pg';
+  setTimeout(() => process.exit(1), 60_000).unref();
   const [url, ...names] = process.argv.slice(1);
   const one = async () => {
     for (let n; (n = names.shift()); ) {
